@@ -1,0 +1,327 @@
+/**
+ * The Kitten-MQ client: `connect`, `send`, `listen`, `consume`, `disconnect`, with callbacks (the
+ * original API) and promises. It keeps what the user asked for (subscriptions, unconfirmed sends,
+ * pending requests) independently of connections, and replays it on every broker that accepts
+ * the client, so nothing is lost across reconnects.
+ */
+import { EventEmitter } from "node:events";
+import { decode, encode, isErrorCode, KittenError, OP, parseChannel } from "../protocol/mod.ts";
+import { HostConnection } from "./connection.ts";
+import { type ClientOptions, defaultOptions, parseHost, parseOptions } from "./options.ts";
+import {
+  type ChannelInput,
+  type ConsumeHandler,
+  type DeliveryInfo,
+  type Done,
+  type ListenHandler,
+  type SubscribeOptions,
+  Subscription,
+  withCallback,
+} from "./subscription.ts";
+import { type Dial, dialTcp } from "./transport.ts";
+
+interface Pending {
+  resolve(): void;
+  reject(error: KittenError): void;
+}
+
+interface PendingSend extends Pending {
+  op: unknown[];
+}
+
+interface PendingRequest extends Pending {
+  op: unknown[];
+}
+
+type Callback = (error: KittenError | null) => void;
+
+export class Client extends EventEmitter {
+  #options: ClientOptions | null = null;
+  #connections: HostConnection[] = [];
+  readonly #subscriptions = new Map<number, Subscription>();
+  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection. */
+  readonly #sends = new Map<number, PendingSend>();
+  /** Unanswered addId/removeId/close requests by ref. */
+  readonly #requests = new Map<number, PendingRequest>();
+  /** Registration refs awaiting an answer, with the connection they went to. */
+  readonly #registrations = new Map<number, { subscription: Subscription; connection: HostConnection }>();
+  #connectWaiters: Pending[] = [];
+  #nextRef = 1;
+  #nextSub = 1;
+  readonly #idPrefix = randomPrefix();
+  #idCounter = 0;
+  readonly #dial: Dial;
+
+  constructor(dial: Dial = dialTcp) {
+    super();
+    this.#dial = dial;
+  }
+
+  /** True while at least one broker has accepted the client. */
+  isConnected(): boolean {
+    return this.#connections.some((connection) => connection.isOpen);
+  }
+
+  /**
+   * Connects to every host. Resolves (or calls back with no error) when a broker has accepted
+   * the client; rejects when every host refused it. Network failures are retried forever.
+   */
+  connect(config: Partial<ClientOptions>, callback?: Callback): Promise<void> {
+    if (this.#options) {
+      return withCallback(Promise.reject(new Error("Cannot connect: the client is already connected; call disconnect() first")) as Promise<void>, callback);
+    }
+    const options = parseOptions(config);
+    this.#options = options;
+    const done = new Promise<void>((resolve, reject) => this.#connectWaiters.push({ resolve, reject }));
+    this.#connections = options.hosts.map((label) =>
+      new HostConnection(parseHost(label), options, {
+        open: (connection) => this.#onOpen(connection),
+        close: (connection, error) => this.#onClose(connection, error),
+        refused: (connection, error) => this.#onRefused(connection, error),
+        frame: (connection, value) => this.#onFrame(connection, value),
+      }, this.#dial)
+    );
+    for (const connection of this.#connections) connection.start();
+    return withCallback(done, callback);
+  }
+
+  /**
+   * Sends `data` to `channel` (`endpoint/version/id`, or `endpoint/version/*` to broadcast).
+   * Resolves when the broker confirms; rejects with a KittenError carrying a `code`.
+   */
+  send(channel: string, data: unknown, callback?: Callback): Promise<void> {
+    return withCallback(this.#send(channel, data), callback);
+  }
+
+  #send(channel: string, data: unknown): Promise<void> {
+    try {
+      if (typeof channel !== "string") {
+        throw new KittenError("BAD_CHANNEL", `Cannot send to ${String(channel)}: channel must be a string "endpoint/version/id"`);
+      }
+      parseChannel(channel, "Cannot send to");
+      if (data === undefined || data === null) {
+        throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the message is ${data}`);
+      }
+      const limit = (this.#options ?? defaultOptions()).maxPendingMessages;
+      if (this.#sends.size >= limit) {
+        throw new KittenError(
+          "QUEUE_FULL",
+          `Cannot send to "${channel}": ${this.#sends.size} sends await confirmation (maxPendingMessages ${limit})`,
+        );
+      }
+      let body: Uint8Array;
+      try {
+        body = encode(data);
+      } catch (error) {
+        throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
+      }
+      const ref = this.#nextRef++;
+      const op = [OP.SEND, ref, channel, this.#nextMessageId(), body];
+      return new Promise<void>((resolve, reject) => {
+        this.#sends.set(ref, { op, resolve, reject });
+        for (const connection of this.#connections) connection.send(op);
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Fan-out: every listening clientId gets each message; acked automatically. */
+  listen(channel: ChannelInput, handler: ListenHandler, options: SubscribeOptions = {}): Subscription {
+    return this.#subscribe("listen", channel, handler, options);
+  }
+
+  /** Work queue: each message goes to one consumer, which calls `done()` / `done(false, s)`. */
+  consume(channel: ChannelInput, handler: ConsumeHandler, options: SubscribeOptions = {}): Subscription {
+    return this.#subscribe("consume", channel, handler, options);
+  }
+
+  /** Closes every connection; unconfirmed sends and requests are rejected with CLOSED. */
+  disconnect(callback?: Callback): Promise<void> {
+    const wasConnected = this.isConnected();
+    for (const connection of this.#connections) connection.stop();
+    this.#connections = [];
+    this.#options = null;
+    const closed = new KittenError("CLOSED", "Cannot complete: the client was disconnected");
+    for (const pending of [...this.#sends.values(), ...this.#requests.values(), ...this.#connectWaiters]) {
+      pending.reject(closed);
+    }
+    this.#sends.clear();
+    this.#requests.clear();
+    this.#registrations.clear();
+    this.#connectWaiters = [];
+    if (wasConnected) this.emit("disconnect");
+    return withCallback(Promise.resolve(), callback);
+  }
+
+  // ── subscriptions and requests ─────────────────────────────────────────────────────────────
+
+  #subscribe(
+    kind: "listen" | "consume",
+    channel: ChannelInput,
+    handler: ListenHandler | ConsumeHandler,
+    options: SubscribeOptions,
+  ): Subscription {
+    const subscription = new Subscription(this.#nextSub++, kind, channel, handler, options, {
+      request: (op) => this.#request(op),
+      forget: (sub) => this.#subscriptions.delete(sub.sub),
+    });
+    if (subscription.invalid) {
+      const error = subscription.invalid;
+      queueMicrotask(() => subscription.settle(error));
+      return subscription;
+    }
+    this.#subscriptions.set(subscription.sub, subscription);
+    for (const connection of this.#connections) if (connection.isOpen) this.#register(connection, subscription);
+    return subscription;
+  }
+
+  #register(connection: HostConnection, subscription: Subscription): void {
+    const ref = this.#nextRef++;
+    this.#registrations.set(ref, { subscription, connection });
+    connection.send(subscription.registration(ref));
+  }
+
+  #request(build: (ref: number) => unknown[]): Promise<void> {
+    const ref = this.#nextRef++;
+    const op = build(ref);
+    return new Promise<void>((resolve, reject) => {
+      this.#requests.set(ref, { op, resolve, reject });
+      for (const connection of this.#connections) connection.send(op);
+    });
+  }
+
+  // ── connection events ──────────────────────────────────────────────────────────────────────
+
+  #onOpen(connection: HostConnection): void {
+    const first = this.#connections.filter((c) => c.isOpen).length === 1;
+    // Replay, in this order: registrations (with their current ids), requests, then sends.
+    for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
+    for (const request of this.#requests.values()) connection.send(request.op);
+    for (const pending of this.#sends.values()) connection.send(pending.op);
+    if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
+    for (const waiter of this.#connectWaiters) waiter.resolve();
+    this.#connectWaiters = [];
+  }
+
+  #onClose(connection: HostConnection, error: Error | null): void {
+    // Unanswered registrations on this link are sent again when it reopens.
+    for (const [ref, entry] of this.#registrations) if (entry.connection === connection) this.#registrations.delete(ref);
+    if (error) this.#report(error);
+    const anyOpen = this.#connections.some((c) => c.isOpen && c !== connection);
+    if (connection.generation > 0 && !anyOpen && connection.state !== "stopped") {
+      this.emit("disconnect", { host: connection.host.label, error });
+    }
+  }
+
+  #onRefused(_connection: HostConnection, error: KittenError): void {
+    this.#report(error);
+    if (this.#connections.every((c) => c.state === "stopped")) {
+      for (const waiter of this.#connectWaiters) waiter.reject(error);
+      this.#connectWaiters = [];
+    }
+  }
+
+  #onFrame(connection: HostConnection, value: unknown[]): void {
+    switch (value[0]) {
+      case OP.DELIVER:
+        return this.#onDeliver(connection, value);
+      case OP.OK:
+        for (const ref of value[1] as number[]) this.#settle(ref, null);
+        return;
+      case OP.ERROR: {
+        const code = isErrorCode(value[2]) ? value[2] : "INTERNAL";
+        const error = new KittenError(code, String(value[3]), value[4]);
+        if (typeof value[1] === "number") this.#settle(value[1], error);
+        else this.#report(error);
+        return;
+      }
+      default:
+        return; // PONG and future broker operations need nothing here
+    }
+  }
+
+  #settle(ref: number, error: KittenError | null): void {
+    const pending = this.#sends.get(ref) ?? this.#requests.get(ref);
+    if (pending) {
+      this.#sends.delete(ref);
+      this.#requests.delete(ref);
+      return error ? pending.reject(error) : pending.resolve();
+    }
+    const entry = this.#registrations.get(ref);
+    if (!entry) return;
+    this.#registrations.delete(ref);
+    entry.subscription.settle(error);
+  }
+
+  #onDeliver(connection: HostConnection, value: unknown[]): void {
+    const [, sub, tag, messageId, destination, nbRequeues, body, created] = value as [
+      number, number, number, string, string, number, Uint8Array, number,
+    ];
+    const subscription = this.#subscriptions.get(sub);
+    if (!subscription) return; // closed locally; the broker requeues it when the close lands
+    const generation = connection.generation;
+    const nack = (delay: number) => {
+      if (connection.generation === generation) connection.send([OP.NACK, sub, tag, delay]);
+    };
+    let message: unknown;
+    try {
+      message = decode(body);
+    } catch (error) {
+      this.#report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
+      return nack(0);
+    }
+    const info: DeliveryInfo = {
+      messageId,
+      channel: { endpoint: subscription.endpoint, version: subscription.version, id: destination },
+      created,
+      nbRequeues,
+      handlerId: sub,
+    };
+    let settled = false;
+    const done: Done = (ok = true, delaySeconds = 0) => {
+      if (settled || connection.generation !== generation) return; // late: the broker requeued it
+      settled = true;
+      if (ok === false) nack(Math.max(0, Number(delaySeconds) || 0));
+      else connection.ack(sub, tag);
+    };
+    try {
+      if (subscription.kind === "consume") {
+        (subscription.handler as ConsumeHandler)(null, message, done, info);
+        return;
+      }
+      const result = (subscription.handler as ListenHandler)(null, message, info);
+      if (result instanceof Promise) result.then(() => done(), (error) => this.#handlerFailed(error, done));
+      else done();
+    } catch (error) {
+      this.#handlerFailed(error, done);
+    }
+  }
+
+  /** A handler threw: the message is requeued (at least once) and the error reported. */
+  #handlerFailed(error: unknown, done: Done): void {
+    this.#report(error instanceof Error ? error : new Error(String(error)));
+    done(false);
+  }
+
+  #report(error: Error): void {
+    if (this.listenerCount("error") > 0) this.emit("error", error);
+  }
+
+  #nextMessageId(): string {
+    return this.#idPrefix + (this.#idCounter++).toString(36);
+  }
+}
+
+/** 12 random bytes, base64url: message ids are unique across clients without coordination. */
+function randomPrefix(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  let text = "";
+  for (const byte of bytes) text += String.fromCharCode(byte);
+  return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
+}
+
+/** Creates a client (the original API: `require('kitten-mq').client()`). */
+export function client(): Client {
+  return new Client();
+}

@@ -1,0 +1,198 @@
+/**
+ * One link to one broker: dial, hello/welcome, frame decoding, batched writes, and a reconnect
+ * loop with backoff. It knows nothing of sends or subscriptions: the client drives it.
+ */
+import {
+  decode,
+  encode,
+  FrameBatch,
+  FrameDecoder,
+  type HelloOptions,
+  isErrorCode,
+  isFatal,
+  KittenError,
+  OP,
+  type WelcomeInfo,
+} from "../protocol/mod.ts";
+import { PROTOCOL_VERSION } from "../version.ts";
+import type { ClientOptions, Host } from "./options.ts";
+import type { Dial, Transport } from "./transport.ts";
+
+export interface ConnectionEvents {
+  /** The broker accepted the client: (re)register and resend. */
+  open(connection: HostConnection): void;
+  /** The link dropped (or could not be made); a reconnect is scheduled unless stopped. */
+  close(connection: HostConnection, error: Error | null): void;
+  /** The broker refused the client (token, key, protocol): not retried. */
+  refused(connection: HostConnection, error: KittenError): void;
+  /** Any frame after welcome. */
+  frame(connection: HostConnection, value: unknown[]): void;
+}
+
+export class HostConnection {
+  state: "idle" | "connecting" | "open" | "stopped" = "idle";
+  welcome: WelcomeInfo | null = null;
+  /** Increments at every successful handshake: a delivery's done() is ignored after a reconnect. */
+  generation = 0;
+  #transport: Transport | null = null;
+  #decoder: FrameDecoder;
+  readonly #batch = new FrameBatch(16 * 1024);
+  /** Acks per subscription, sent together at the next flush. */
+  #acks = new Map<number, number[]>();
+  #flushScheduled = false;
+  #attempt = 0;
+  #retryTimer: ReturnType<typeof setTimeout> | null = null;
+
+  constructor(
+    readonly host: Host,
+    readonly options: ClientOptions,
+    readonly events: ConnectionEvents,
+    readonly dial: Dial,
+  ) {
+    this.#decoder = new FrameDecoder(options.maxFrameSize);
+  }
+
+  get isOpen(): boolean {
+    return this.state === "open";
+  }
+
+  start(): void {
+    if (this.state !== "idle") return;
+    this.#dial();
+  }
+
+  /** Closes for good: no reconnect. */
+  stop(): void {
+    this.state = "stopped";
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    this.#flush();
+    this.#transport?.close();
+    this.#transport = null;
+  }
+
+  /** Queues one operation; everything queued in the same tick leaves in one write. */
+  send(op: unknown[]): void {
+    if (this.state !== "open") return;
+    this.#batch.push(encode(op));
+    this.#scheduleFlush();
+  }
+
+  ack(sub: number, tag: number): void {
+    if (this.state !== "open") return;
+    const tags = this.#acks.get(sub);
+    if (tags) tags.push(tag);
+    else this.#acks.set(sub, [tag]);
+    this.#scheduleFlush();
+  }
+
+  #dial(): void {
+    this.state = "connecting";
+    this.#decoder = new FrameDecoder(this.options.maxFrameSize);
+    let handshaken = false;
+    const transport = this.dial(this.host.host, this.host.port, {
+      open: () => {
+        const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
+        transport.write(frameOf([OP.HELLO, PROTOCOL_VERSION, hello]));
+      },
+      data: (chunk) => {
+        if (this.#transport !== transport) return;
+        let frames: Uint8Array[];
+        try {
+          frames = this.#decoder.push(chunk);
+        } catch (error) {
+          return this.#drop(transport, error as Error);
+        }
+        for (const frame of frames) {
+          let value: unknown[];
+          try {
+            value = decode(frame) as unknown[];
+            if (!Array.isArray(value)) throw new Error("frame is not an array");
+          } catch (error) {
+            return this.#drop(transport, new KittenError("BAD_FRAME", `Cannot decode frame from "${this.host.label}": ${(error as Error).message}`));
+          }
+          if (!handshaken) {
+            handshaken = this.#handshake(transport, value);
+            if (!handshaken) return;
+            continue;
+          }
+          this.events.frame(this, value);
+          if (this.#transport !== transport) return;
+        }
+      },
+      close: (error) => {
+        if (this.#transport !== transport) return;
+        this.#transport = null;
+        this.welcome = null;
+        const wasStopped = this.state === "stopped";
+        if (!wasStopped) this.state = "connecting";
+        this.#batch.take();
+        this.#acks.clear();
+        this.events.close(this, error);
+        if (!wasStopped) this.#scheduleReconnect();
+      },
+    });
+    this.#transport = transport;
+  }
+
+  /** Handles the first frame: welcome opens the link, an error refuses it. */
+  #handshake(transport: Transport, value: unknown[]): boolean {
+    if (value[0] === OP.WELCOME && typeof value[1] === "object" && value[1] !== null) {
+      this.welcome = value[1] as WelcomeInfo;
+      this.state = "open";
+      this.generation++;
+      this.#attempt = 0;
+      this.events.open(this);
+      return true;
+    }
+    const error = value[0] === OP.ERROR && isErrorCode(value[2])
+      ? new KittenError(value[2], String(value[3]), value[4])
+      : new KittenError("BAD_PROTOCOL", `Cannot connect to "${this.host.label}": expected welcome, got operation ${value[0]}`);
+    if (isFatal(error.code) && error.code !== "BAD_FRAME") {
+      // A refusal (token, key, version) would be refused again: stop instead of hammering.
+      this.stop();
+      this.events.refused(this, error);
+    } else {
+      this.#drop(transport, error);
+    }
+    return false;
+  }
+
+  #drop(transport: Transport, _error: Error): void {
+    transport.close();
+  }
+
+  #scheduleReconnect(): void {
+    const base = Math.min(this.options.reconnectDelayMs * 1.5 ** this.#attempt, this.options.maxReconnectDelayMs);
+    this.#attempt++;
+    const delay = base / 2 + Math.random() * base / 2; // jitter: clients restarting together spread out
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null;
+      if (this.state === "connecting") this.#dial();
+    }, delay);
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    queueMicrotask(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    if (this.#acks.size > 0) {
+      for (const [sub, tags] of this.#acks) this.#batch.push(encode([OP.ACK, sub, tags]));
+      this.#acks = new Map();
+    }
+    if (this.#batch.byteLength === 0 || !this.#transport) return;
+    this.#transport.write(this.#batch.take());
+  }
+}
+
+function frameOf(op: unknown[]): Uint8Array {
+  const batch = new FrameBatch(256);
+  batch.push(encode(op));
+  return batch.take();
+}

@@ -1,0 +1,17 @@
+/**
+ * @module
+ * The client library. Runtime-neutral: it imports only `../protocol` and `node:*` modules that
+ * Bun, Deno and Node all provide; never `Bun.*` or the server.
+ */
+export { Client, client } from "./client.ts";
+export type { ClientOptions, Host } from "./options.ts";
+export { parseHost } from "./options.ts";
+export type {
+  ChannelInput,
+  ConsumeHandler,
+  DeliveryInfo,
+  Done,
+  ListenHandler,
+  SubscribeOptions,
+  Subscription,
+} from "./subscription.ts";

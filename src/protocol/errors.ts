@@ -1,0 +1,67 @@
+/**
+ * The one catalogue of error codes. Every error that crosses the wire, every error the client
+ * hands to user code and every error the admin API returns carries one of these codes, so no
+ * program ever has to parse a message text.
+ *
+ * `fatal` errors close the connection after they are sent; the others answer one request and
+ * the connection goes on.
+ */
+export const ERRORS = {
+  /** The bytes of a frame are not a CBOR value, or not an operation array. */
+  BAD_FRAME: { status: 400, fatal: true },
+  /** A frame's length prefix exceeds the receiver's maximum frame size. */
+  FRAME_TOO_LARGE: { status: 413, fatal: true },
+  /** The first frame was not a hello, the protocol version is unsupported, or a hello came twice. */
+  BAD_PROTOCOL: { status: 400, fatal: true },
+  /** The broker token (`#token` in the host string) is missing or wrong, or the key proof failed. */
+  AUTH_FAILED: { status: 401, fatal: true },
+  /** An operation is well framed but its fields have the wrong types or values. */
+  BAD_REQUEST: { status: 400, fatal: false },
+  /** The operation code is unknown to this broker (newer client); the connection stays open. */
+  UNKNOWN_OP: { status: 400, fatal: false },
+  /** The channel name does not follow `endpoint/version/id`, or uses `*` where it is refused. */
+  BAD_CHANNEL: { status: 400, fatal: false },
+  /** The client's rules do not allow this read or write. */
+  NOT_ALLOWED: { status: 403, fatal: false },
+  /** The message does not match the channel's format (`channels[...].map`). */
+  BAD_FORMAT: { status: 422, fatal: false },
+  /** A bounded queue is full: the broker's queue, or the client's queue of unconfirmed sends. */
+  QUEUE_FULL: { status: 503, fatal: false },
+  /** An operation names a subscription (handler) id that this connection has not registered. */
+  UNKNOWN_SUBSCRIPTION: { status: 404, fatal: false },
+  /** A subscription id is registered twice on one connection. */
+  DUPLICATE_SUBSCRIPTION: { status: 409, fatal: false },
+  /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
+  STOPPING: { status: 503, fatal: false },
+  /** The durable store cannot accept writes (disk full, read-only, I/O error). */
+  STORE_UNAVAILABLE: { status: 503, fatal: false },
+  /** The client was closed by `disconnect()` before the broker settled the request. */
+  CLOSED: { status: 499, fatal: false },
+  /** The broker configuration is invalid; the message lists every problem with its key path. */
+  CONFIG_INVALID: { status: 400, fatal: true },
+  /** A bug in the broker; the connection stays open and the broker keeps running. */
+  INTERNAL: { status: 500, fatal: false },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** Error value used everywhere in Kitten-MQ: a stable `code` from `ERRORS`, and a readable message. */
+export class KittenError extends Error {
+  readonly code: ErrorCode;
+  /** Optional structured detail (for `BAD_FORMAT`, the list of issues; for config, every problem). */
+  readonly details?: unknown;
+  constructor(code: ErrorCode, message: string, details?: unknown, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "KittenError";
+    this.code = code;
+    if (details !== undefined) this.details = details;
+  }
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === "string" && Object.hasOwn(ERRORS, value);
+}
+
+export function isFatal(code: ErrorCode): boolean {
+  return ERRORS[code].fatal;
+}

@@ -1,0 +1,138 @@
+/**
+ * Framing: every frame is a 4-byte big-endian length followed by that many bytes of CBOR.
+ *
+ * `FrameDecoder` reassembles frames from a byte stream. The length is checked against the
+ * maximum **before** anything is allocated, so a hostile peer cannot make us reserve memory
+ * with a large prefix. With nothing pending, complete frames are returned as views into the
+ * chunk (no copy); only a frame that straddles two chunks is copied, once.
+ */
+import { KittenError } from "./errors.ts";
+
+export const FRAME_HEADER_SIZE = 4;
+/** Default largest frame body, in bytes (1 MiB). Brokers announce their own in `welcome`. */
+export const MAX_FRAME_SIZE = 1024 * 1024;
+
+const EMPTY = new Uint8Array(0);
+
+export class FrameDecoder {
+  readonly maxFrameSize: number;
+  /** Bytes of an incomplete frame (header and/or body) carried over from earlier chunks. */
+  #pending: Uint8Array = EMPTY;
+
+  constructor(maxFrameSize = MAX_FRAME_SIZE) {
+    this.maxFrameSize = maxFrameSize;
+  }
+
+  /** Number of bytes buffered towards the next frame. */
+  get pendingBytes(): number {
+    return this.#pending.length;
+  }
+
+  /**
+   * Returns every complete frame body contained in the bytes received so far.
+   * Bodies may be views into `chunk`: consume them before the chunk is reused.
+   * Throws `KittenError("FRAME_TOO_LARGE")` on an oversized length prefix.
+   */
+  push(chunk: Uint8Array): Uint8Array[] {
+    let data = chunk;
+    if (this.#pending.length > 0) {
+      data = concat(this.#pending, chunk);
+      this.#pending = EMPTY;
+    }
+    const frames: Uint8Array[] = [];
+    let offset = 0;
+    while (data.length - offset >= FRAME_HEADER_SIZE) {
+      const length = readLength(data, offset);
+      if (length > this.maxFrameSize) {
+        throw new KittenError(
+          "FRAME_TOO_LARGE",
+          `Cannot decode frame: length ${length} exceeds maxFrameSize ${this.maxFrameSize}`,
+        );
+      }
+      const end = offset + FRAME_HEADER_SIZE + length;
+      if (end > data.length) break;
+      frames.push(data.subarray(offset + FRAME_HEADER_SIZE, end));
+      offset = end;
+    }
+    if (offset < data.length) {
+      // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
+      this.#pending = data.slice(offset);
+    }
+    return frames;
+  }
+}
+
+function readLength(data: Uint8Array, offset: number): number {
+  return ((data[offset]! << 24) >>> 0) + (data[offset + 1]! << 16) + (data[offset + 2]! << 8) +
+    data[offset + 3]!;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Prefixes one encoded body with its length. */
+export function frame(body: Uint8Array): Uint8Array {
+  const out = new Uint8Array(FRAME_HEADER_SIZE + body.length);
+  writeLength(out, 0, body.length);
+  out.set(body, FRAME_HEADER_SIZE);
+  return out;
+}
+
+function writeLength(out: Uint8Array, offset: number, length: number): void {
+  out[offset] = length >>> 24;
+  out[offset + 1] = (length >>> 16) & 0xff;
+  out[offset + 2] = (length >>> 8) & 0xff;
+  out[offset + 3] = length & 0xff;
+}
+
+/**
+ * Collects many frames into one buffer so that a burst of operations costs one socket write.
+ * `take()` hands out the bytes collected so far and starts a new batch.
+ */
+export class FrameBatch {
+  #buffer: Uint8Array;
+  #length = 0;
+  #frames = 0;
+
+  constructor(initialSize = 64 * 1024) {
+    this.#buffer = new Uint8Array(initialSize);
+  }
+
+  get byteLength(): number {
+    return this.#length;
+  }
+
+  get frameCount(): number {
+    return this.#frames;
+  }
+
+  /** Appends one frame whose CBOR body is `body`. */
+  push(body: Uint8Array): void {
+    const needed = this.#length + FRAME_HEADER_SIZE + body.length;
+    if (needed > this.#buffer.length) this.#grow(needed);
+    writeLength(this.#buffer, this.#length, body.length);
+    this.#buffer.set(body, this.#length + FRAME_HEADER_SIZE);
+    this.#length = needed;
+    this.#frames++;
+  }
+
+  /** Returns the collected bytes (a fresh buffer owned by the caller) and empties the batch. */
+  take(): Uint8Array {
+    const out = this.#buffer.slice(0, this.#length);
+    this.#length = 0;
+    this.#frames = 0;
+    return out;
+  }
+
+  #grow(needed: number): void {
+    let size = this.#buffer.length * 2;
+    while (size < needed) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.#buffer.subarray(0, this.#length));
+    this.#buffer = next;
+  }
+}

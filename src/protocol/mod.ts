@@ -1,0 +1,11 @@
+/**
+ * @module
+ * The wire protocol shared by the client and the broker: frames, operations, channel names and
+ * the error catalogue. Pure code: no `Bun.*`, `Deno.*`, `node:*`, timers or I/O, so it runs
+ * everywhere the client does.
+ */
+export * from "./errors.ts";
+export * from "./frame.ts";
+export * from "./ops.ts";
+export * from "./channel.ts";
+export { decode, encode } from "./cbor.ts";

@@ -1,0 +1,157 @@
+/**
+ * The broker core: owns the queues, the sessions, the configuration and the statistics, and
+ * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
+ * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
+ */
+import { type Channel, KittenError, parseChannel, queueName } from "../protocol/mod.ts";
+import { channelSettings, type Config } from "./config.ts";
+import { Logger } from "./log.ts";
+import { Handler, type HandlerKind, Message } from "./message.ts";
+import { type DeadReason, Queue } from "./queue.ts";
+import { Stats } from "./stats.ts";
+import { MemoryStore } from "./store/memory_store.ts";
+import type { Store } from "./store/store.ts";
+import type { Copy } from "./message.ts";
+import type { Session } from "./session.ts";
+
+export interface BrokerOptions {
+  now?: () => number;
+  logger?: Logger;
+  store?: Store;
+}
+
+/** How many recent message ids are remembered to drop a resent duplicate. */
+export const DEDUP_WINDOW = 200_000;
+
+export class Broker {
+  config: Config;
+  readonly now: () => number;
+  readonly log: Logger;
+  readonly store: Store;
+  readonly stats: Stats;
+  readonly queues = new Map<string, Queue>();
+  readonly sessions = new Set<Session>();
+  /** Sessions with frames waiting to be written; flushed once per burst of input. */
+  readonly dirty = new Set<Session>();
+  /** True after soft-stop started: new connections and sends are refused. */
+  stopping = false;
+  /** Recently accepted message ids, oldest first (Map keeps insertion order). */
+  readonly #recentIds = new Map<string, true>();
+  #seq = 0;
+  #handlerSeq = 0;
+  /** Parsed channel names: senders reuse a handful of names, parsing each once is enough. */
+  readonly #channels = new Map<string, Channel>();
+
+  constructor(config: Config, options: BrokerOptions = {}) {
+    this.config = config;
+    this.now = options.now ?? Date.now;
+    this.log = options.logger ?? new Logger(config.logLevel);
+    this.store = options.store ?? new MemoryStore();
+    this.stats = new Stats(this.now());
+  }
+
+  get isMaster(): boolean {
+    return this.config.isMaster;
+  }
+
+  /** Swaps in a validated configuration; queues pick up their new settings at once. */
+  reload(config: Config): void {
+    this.config = config;
+    this.log.minLevel = config.logLevel;
+    for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
+    this.log.info("broker", `reloaded;queues=${this.queues.size}`);
+  }
+
+  queue(name: string): Queue {
+    let queue = this.queues.get(name);
+    if (!queue) {
+      queue = new Queue(name, channelSettings(this.config, name), {
+        now: this.now,
+        onDead: (copy, reason) => this.#onDead(copy, reason),
+        onSettled: (message) => this.store.remove(message.id),
+      });
+      this.queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  /**
+   * Accepts a message. Returns nothing when it is safe (or a promise that settles when it is);
+   * throws a KittenError when it is refused. A message id seen recently is accepted again
+   * without being queued twice: the sender resent it after a reconnect.
+   */
+  send(channelName: string, messageId: string, body: Uint8Array): void | Promise<void> {
+    if (this.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
+    const channel = this.#parse(channelName);
+    if (this.#recentIds.has(messageId)) return;
+    const queue = this.queue(queueName(channel.endpoint, channel.version));
+    if (queue.live >= this.config.maxMessagesPerQueue) {
+      throw new KittenError(
+        "QUEUE_FULL",
+        `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
+      );
+    }
+    this.#remember(messageId);
+    // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
+    const message = new Message(messageId, queue.name, channel.id, body.slice(), this.now(), this.#seq++);
+    const stored = this.store.append(message);
+    this.stats.counters.received++;
+    if (stored === undefined) return queue.publish(message);
+    return stored.then(() => queue.publish(message));
+  }
+
+  /** Creates a handler for a listen/consume registration (the session validated the channel). */
+  subscribe(
+    session: Session,
+    kind: HandlerKind,
+    sub: number,
+    endpoint: string,
+    version: string,
+    ids: readonly string[],
+    requestedPrefetch: number | null,
+  ): Handler {
+    const queue = this.queue(queueName(endpoint, version));
+    const limit = kind === "consume" ? queue.settings.prefetch : queue.settings.listenerPrefetch;
+    const prefetch = Math.min(requestedPrefetch ?? limit, limit);
+    const groupKey = kind === "consume" ? "consume" : `listen:${session.clientId}`;
+    const handler = new Handler(this.#handlerSeq++, sub, kind, groupKey, new Set(ids), prefetch, session);
+    queue.subscribe(handler);
+    return handler;
+  }
+
+  /** Runs timers of every queue that has some; called by the server about every 50 ms. */
+  tick(): void {
+    const now = this.now();
+    for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
+    this.flush();
+  }
+
+  /** Writes every session's pending frames: one socket write per session per burst. */
+  flush(): void {
+    for (const session of this.dirty) session.flush();
+    this.dirty.clear();
+  }
+
+  #parse(name: string): Channel {
+    let channel = this.#channels.get(name);
+    if (channel) return channel;
+    channel = parseChannel(name, "Cannot send to");
+    if (this.#channels.size >= 10_000) this.#channels.clear();
+    this.#channels.set(name, channel);
+    return channel;
+  }
+
+  #remember(messageId: string): void {
+    this.#recentIds.set(messageId, true);
+    if (this.#recentIds.size > DEDUP_WINDOW) this.#recentIds.delete(this.#recentIds.keys().next().value!);
+  }
+
+  #onDead(copy: Copy, reason: DeadReason): void {
+    const message = copy.message;
+    this.log.warn(
+      "queue",
+      `queue=${message.queue};id=${copy.destination};messageId=${message.id};deliveries=${copy.deliveries};` +
+        `reason=${reason};message dead`,
+    );
+  }
+}

@@ -1,0 +1,330 @@
+/**
+ * Broker configuration: defaults, parsing and validation of `kitten-mq.config.json`.
+ *
+ * The file keeps the original product's key names so existing config files load unchanged. The
+ * input is merged deeply over `defaultConfig()` (the original merged shallowly, so a
+ * `socketServer` object without `host` made the broker listen on every interface), then validated
+ * completely: every problem is collected with its key path and reported in one `CONFIG_INVALID`
+ * error, so an operator fixes a file in one pass instead of one error per restart.
+ *
+ * Reload parses a whole new `Config` and swaps it; a failed parse leaves the running one untouched.
+ */
+import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import * as v from "valibot";
+import { KittenError } from "../protocol/errors.ts";
+
+/** The fully resolved configuration: every key is present (types follow the schemas below). */
+export type Config = v.InferOutput<typeof CONFIG_SCHEMA>;
+/** Per-queue (`endpoint/version`) overrides of the broker-level settings. */
+export type ChannelConfig = v.InferOutput<typeof CHANNEL_SCHEMA>;
+/** One access rule: which channels a client (exact id, or prefix ending in `*`) may read and write. */
+export type Rule = v.InferOutput<typeof RULE_SCHEMA>;
+
+/** The effective settings of one queue, after `channels[queue]` overrides the broker-level keys. */
+export interface ChannelSettings {
+  prefetch: number;
+  listenerPrefetch: number;
+  /** Seconds, or null when waiting messages never expire. */
+  ttl: number | null;
+  maxItemsInQueue: number;
+  requeueLimit: number;
+  requeueInterval: number;
+}
+
+/** One config problem; `path` is written like `channels["invoice/v1"].prefetch`. */
+export interface ConfigProblem {
+  path: string;
+  message: string;
+}
+
+export function defaultConfig(): Config {
+  return {
+    serviceId: "broker-1", // the original's name; it is the JWT audience, so clients expect it
+    isMaster: true, // a lone broker must deliver out of the box (the original defaulted to a silent false)
+    socketServer: {
+      port: 1234, // the original's port: existing clients connect without changes
+      host: "127.0.0.1", // safe by default: exposing the broker is an explicit decision
+      token: null, // no shared secret unless the operator sets one; keys and pinning still apply
+      maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
+      logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
+      packetsFilename: "broker.log", // compatibility only, unused for the same reason
+    },
+    maxItemsInQueue: 1000, // the original's bound on waiting messages per queue
+    requeueLimit: 5, // the original's delivery limit: a poison message dies instead of looping forever
+    requeueInterval: 100, // the original's ack timeout in seconds
+    prefetch: 1, // one unacked delivery per consumer handler: fair round-robin, as the original
+    listenerPrefetch: 1000, // listeners are acked automatically, so a deep window costs little
+    maxMessagesPerQueue: 1000000, // bounds broker memory per queue; beyond it senders get QUEUE_FULL
+    logLevel: 2, // info, as the original
+    registeredClientsPath: "clients", // the original's folder of pinned client keys
+    keysDirectory: "keys", // the original's template value; its empty default crashed the broker
+    keysName: "broker", // the original's template value
+    logsDirectory: "logs", // the original's default
+    dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
+    isManagementInterface: true, // the original serves statistics unless told not to
+    httpServerPort: 8080, // the original's admin port
+    pollIntervalHTTP: 5000, // the original's dashboard refresh, in milliseconds
+    rules: [], // no rules: every client may read and write everything, as the original
+    channels: {}, // every queue uses the broker-level settings
+  };
+}
+
+/** Top-level keys of original config files that are accepted and ignored (internal soft-stop state). */
+const COMPATIBILITY_KEYS = new Set(["isStopping"]);
+
+const ENDPOINT = "[A-Za-z0-9_-]+";
+const VERSION = "[A-Za-z0-9._-]+";
+/** An id is URL-encoded, so it never contains a raw `/` or `*` (a lone `*` means every id). */
+const ID = "[^/*\\s]+";
+const QUEUE_RE = new RegExp(`^${ENDPOINT}/${VERSION}$`);
+const PATTERN_RE = new RegExp(`^!?${ENDPOINT}/(?:\\*|${VERSION}/(?:\\*|${ID}))$`);
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+// valibot's object schemas accept arrays, so every object is checked to be a plain one first.
+const object = <S extends v.GenericSchema>(schema: S) =>
+  v.pipe(v.custom<unknown>(isPlainObject, "must be an object"), schema);
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => {
+  const message = max === Number.MAX_SAFE_INTEGER
+    ? `must be an integer >= ${min}`
+    : `must be an integer from ${min} to ${max}`;
+  return v.pipe(v.number(message), v.integer(message), v.minValue(min, message), v.maxValue(max, message));
+};
+const positiveSeconds = () =>
+  v.pipe(
+    v.number("must be a number of seconds > 0"),
+    v.finite("must be a number of seconds > 0"),
+    v.gtValue(0, "must be a number of seconds > 0"),
+  );
+const bool = () => v.boolean("must be true or false");
+const str = () => v.string("must be a string");
+const nonEmpty = () => v.pipe(v.string("must be a non-empty string"), v.minLength(1, "must be a non-empty string"));
+const queueName = () =>
+  v.pipe(str(), v.regex(QUEUE_RE, `must be "endpoint/version" (letters, digits, "-", "_"; version also ".")`));
+
+const pattern = v.pipe(
+  str(),
+  v.check((p) => !/^!?\*(\/|$)/.test(p), `endpoint cannot be "*": a rule over every endpoint is refused`),
+  v.regex(
+    PATTERN_RE,
+    `must match "endpoint/*", "endpoint/version/*" or "endpoint/version/id", optionally prefixed with "!"`,
+  ),
+);
+
+const SOCKET_ENTRIES = {
+  port: int(0, 65535),
+  host: nonEmpty(),
+  token: v.nullable(v.pipe(v.string("must be a string or null"), v.minLength(1, "must be a non-empty string or null"))),
+  maxFrameSize: int(1024, 67108864),
+  logs: str(),
+  packetsFilename: str(),
+};
+const RULE_ENTRIES = {
+  // An exact client id, or a prefix ending in `*` (`easilys-*`).
+  client: nonEmpty(),
+  read: v.optional(v.array(pattern, "must be an array of patterns")),
+  write: v.optional(v.array(pattern, "must be an array of patterns")),
+};
+const CHANNEL_ENTRIES = {
+  prefetch: v.optional(int(1, 65535)),
+  listenerPrefetch: v.optional(int(1, 65535)),
+  // Seconds a waiting message may wait for a recipient; no ttl by default.
+  ttl: v.optional(positiveSeconds()),
+  maxItemsInQueue: v.optional(int(1)),
+  requeueLimit: v.optional(int(1)),
+  requeueInterval: v.optional(positiveSeconds()),
+  // The message format; the schema module owns that language and validates it.
+  map: v.optional(v.unknown()),
+  // The `endpoint/version` that receives this queue's dead messages.
+  deadLetter: v.optional(queueName()),
+};
+const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
+const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
+const CONFIG_ENTRIES = {
+  serviceId: v.pipe(str(), v.regex(/^[A-Za-z0-9._-]{1,128}$/, `must be 1 to 128 of letters, digits, ".", "_", "-"`)),
+  isMaster: bool(),
+  socketServer: object(v.strictObject(SOCKET_ENTRIES)),
+  maxItemsInQueue: int(1),
+  requeueLimit: int(1),
+  requeueInterval: positiveSeconds(),
+  prefetch: int(1, 65535),
+  listenerPrefetch: int(1, 65535),
+  maxMessagesPerQueue: int(1),
+  logLevel: int(1, 4),
+  registeredClientsPath: str(),
+  keysDirectory: str(),
+  keysName: str(),
+  logsDirectory: str(),
+  dataDirectory: str(),
+  isManagementInterface: bool(),
+  httpServerPort: int(0, 65535),
+  pollIntervalHTTP: int(100),
+  rules: v.array(RULE_SCHEMA, "must be an array of rules"),
+  channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
+};
+const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
+
+/** Parses and validates a config value (the JSON of a config file); `source` names it in errors. */
+export function parseConfig(input: unknown, source = "config"): Config {
+  if (!isPlainObject(input)) {
+    throw configError(source, [{ path: "(root)", message: `must be an object: current value is ${show(input)}` }]);
+  }
+  const merged = mergeOverDefaults(input);
+  const result = v.safeParse(CONFIG_SCHEMA, merged, { abortPipeEarly: true });
+  const problems = result.issues?.map(toProblem) ?? [];
+  problems.push(...crossFieldProblems(merged));
+  if (problems.length > 0) throw configError(source, problems);
+  return result.output as Config; // no issues, so the output is typed
+}
+
+/** Reads a JSON config file; relative folders in it are resolved against the file's folder. */
+export async function loadConfigFile(path: string): Promise<Config> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const message = code === "ENOENT" ? "file not found" : `cannot read file: ${(error as Error).message}`;
+    throw configError(path, [{ path: "(file)", message }], error);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw configError(path, [{ path: "(file)", message: `not valid JSON: ${(error as Error).message}` }], error);
+  }
+  const config = parseConfig(json, path);
+  // The broker is started by systemd or by hand from any folder: relative to the file, not the cwd.
+  const base = dirname(resolve(path));
+  config.registeredClientsPath = resolve(base, config.registeredClientsPath);
+  config.logsDirectory = resolve(base, config.logsDirectory);
+  config.keysDirectory = resolve(base, config.keysDirectory);
+  config.dataDirectory = resolve(base, config.dataDirectory);
+  return config;
+}
+
+/** The effective settings of `queue` (`endpoint/version`): its `channels` entry over the broker's. */
+export function channelSettings(config: Config, queue: string): ChannelSettings {
+  const channel = Object.hasOwn(config.channels, queue) ? config.channels[queue]! : {};
+  return {
+    prefetch: channel.prefetch ?? config.prefetch,
+    listenerPrefetch: channel.listenerPrefetch ?? config.listenerPrefetch,
+    ttl: channel.ttl ?? null,
+    maxItemsInQueue: channel.maxItemsInQueue ?? config.maxItemsInQueue,
+    requeueLimit: channel.requeueLimit ?? config.requeueLimit,
+    requeueInterval: channel.requeueInterval ?? config.requeueInterval,
+  };
+}
+
+/** Deep merge over the defaults: `socketServer` key by key; lists and `channels` are replaced whole. */
+function mergeOverDefaults(input: Record<string, unknown>): Record<string, unknown> {
+  const defaults = defaultConfig();
+  // Null prototype: a `__proto__` key in the JSON stays a plain (unknown) key, never a prototype.
+  const merged: Record<string, unknown> = Object.assign(Object.create(null), defaults);
+  for (const [key, value] of Object.entries(input)) {
+    if (value === undefined || COMPATIBILITY_KEYS.has(key)) continue;
+    merged[key] = key === "socketServer" && isPlainObject(value)
+      ? { ...defaults.socketServer, ...Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) }
+      : value;
+  }
+  return merged;
+}
+
+/** Checks between keys; each runs only when the keys it reads are themselves valid. */
+function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const port = isPlainObject(config.socketServer) ? config.socketServer.port : undefined;
+  const validPort = typeof port === "number" && Number.isInteger(port) && port > 0 && port <= 65535;
+  if (config.isManagementInterface === true && validPort && port === config.httpServerPort) {
+    problems.push({
+      path: "socketServer.port",
+      message: `must differ from httpServerPort while isManagementInterface is true: both are ${port}`,
+    });
+  }
+  const channels = config.channels;
+  if (isPlainObject(channels)) {
+    for (const [queue, channel] of Object.entries(channels)) {
+      // Dead-lettering a queue into itself would recycle dead messages forever.
+      if (isPlainObject(channel) && channel.deadLetter === queue) {
+        problems.push({
+          path: `channels[${JSON.stringify(queue)}].deadLetter`,
+          message: `must differ from the channel key ${JSON.stringify(queue)}`,
+        });
+      }
+    }
+  }
+  return problems;
+}
+
+function toProblem(issue: v.BaseIssue<unknown>): ConfigProblem {
+  const items = issue.path ?? [];
+  const path = formatPath(items.map((item) => item.key));
+  const last = items.at(-1);
+  if (issue.type === "strict_object" && last?.origin === "key") {
+    if (issue.expected === "never") {
+      const known = Object.keys(entriesAt(items.map((item) => item.key).slice(0, -1)));
+      const typo = String(last.key).toLowerCase();
+      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
+      const guess = known.find((key) => editDistance(key.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
+      return { path, message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" };
+    }
+    return { path, message: "is required" };
+  }
+  return { path, message: `${issue.message}: current value is ${show(issue.input)}` };
+}
+
+/** The schema entries of the object at `keys`, for "did you mean" hints. */
+function entriesAt(keys: unknown[]): Record<string, unknown> {
+  if (keys.length === 0) return CONFIG_ENTRIES;
+  if (keys[0] === "socketServer") return SOCKET_ENTRIES;
+  if (keys[0] === "rules") return RULE_ENTRIES;
+  return CHANNEL_ENTRIES;
+}
+
+/** `socketServer.port`, `rules[2].read[0]`; channel keys always as `channels["invoice/v1"]`. */
+function formatPath(keys: unknown[]): string {
+  if (keys.length === 0) return "(root)";
+  let out = "";
+  keys.forEach((key, index) => {
+    if (typeof key === "number") out += `[${key}]`;
+    else if (index === 1 && keys[0] === "channels") out += `[${JSON.stringify(key)}]`;
+    else if (/^[A-Za-z_$][\w$]*$/.test(String(key))) out += index === 0 ? String(key) : `.${String(key)}`;
+    else out += `[${JSON.stringify(String(key))}]`;
+  });
+  return out;
+}
+
+function show(value: unknown): string {
+  if (value === undefined) return "undefined";
+  if (typeof value === "number" && !Number.isFinite(value)) return String(value);
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value); // bigint or a cycle: parseConfig() also takes values that are not JSON
+  }
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** Levenshtein distance, small and only run on unknown keys, for the "did you mean" hint. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+function configError(source: string, problems: ConfigProblem[], cause?: unknown): KittenError {
+  const count = `${problems.length} problem${problems.length === 1 ? "" : "s"}`;
+  const list = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
+  const message = `Cannot load config "${source}": ${count}: ${list}`;
+  return new KittenError("CONFIG_INVALID", message, problems, cause === undefined ? undefined : { cause });
+}

@@ -1,0 +1,111 @@
+/**
+ * The in-memory shapes of the queue engine.
+ *
+ * A `Message` is what a client sent (stored once, body carried as opaque bytes). A `Copy` is one
+ * delivery target of that message: the consumers of an id share one copy, each listening
+ * clientId gets its own. Each copy has its own ack state, delivery count and timers, so a
+ * listener's automatic ack never settles a consumer's delivery.
+ */
+import type { Deque } from "./deque.ts";
+
+export class Message {
+  /** Live copies (ready, in flight, delayed or waiting); the message is settled at zero. */
+  refs = 0;
+  constructor(
+    /** Globally unique id chosen by the sender; used for deduplication. */
+    readonly id: string,
+    /** Queue name `endpoint/version`. */
+    readonly queue: string,
+    /** The id the message was sent to (`*` for a broadcast). */
+    readonly destination: string,
+    /** Encoded by the sender, never decoded here (except for channels with a schema). */
+    readonly body: Uint8Array,
+    /** Arrival time (ms since epoch): ttl and `info.created` are based on it. */
+    readonly created: number,
+    /** Arrival order inside the broker: FIFO decisions compare it. */
+    readonly seq: number,
+  ) {}
+}
+
+export const CopyState = {
+  READY: 0,
+  INFLIGHT: 1,
+  DELAYED: 2,
+  WAITING: 3,
+  SETTLED: 4,
+} as const;
+export type CopyState = (typeof CopyState)[keyof typeof CopyState];
+
+export class Copy {
+  state: CopyState = CopyState.READY;
+  /** How many times this copy was handed to a handler (initial delivery included). */
+  deliveries = 0;
+  /** Handler holding it while in flight. */
+  handler: Handler | null = null;
+  /** Delivery tag of the current delivery (unique in the process); acks name it. */
+  tag = 0;
+  /** Ack deadline (in flight) or due time (delayed), ms. */
+  at = 0;
+  constructor(
+    readonly message: Message,
+    /** Destination id of this copy (differs from `message.destination` for broadcasts). */
+    readonly destination: string,
+    /** The group it belongs to, or null for a message waiting for any recipient at all. */
+    public group: Group | null,
+  ) {}
+}
+
+/** Where deliveries go: implemented by the broker's session (one per connection). */
+export interface DeliverySink {
+  /** False while the connection's outgoing buffer is above its bound (slow reader). */
+  writable(): boolean;
+  deliver(copy: Copy, handler: Handler): void;
+}
+
+export type HandlerKind = "listen" | "consume";
+
+/** One `listen()` or `consume()` registration of one connection. */
+export class Handler {
+  /** In-flight deliveries by tag. Its size is compared with `prefetch`. */
+  readonly inflight = new Map<number, Copy>();
+  constructor(
+    /** Registration order across the broker: round-robin starts with the earliest. */
+    readonly seq: number,
+    /** The subscription id the client chose; echoed in deliveries. */
+    readonly sub: number,
+    readonly kind: HandlerKind,
+    /** Listeners group by clientId; all consumers of a queue form one group. */
+    readonly groupKey: string,
+    readonly ids: Set<string>,
+    public prefetch: number,
+    readonly sink: DeliverySink,
+  ) {}
+
+  canTake(): boolean {
+    return this.inflight.size < this.prefetch && this.sink.writable();
+  }
+}
+
+/** A FIFO of ready copies for one destination id inside one group. */
+export class Pool {
+  readonly ready: Deque<Copy>;
+  /** `seq` of the handler served last: round-robin continues after it. */
+  cursor = -1;
+  constructor(readonly group: Group, readonly destination: string, ready: Deque<Copy>) {
+    this.ready = ready;
+  }
+}
+
+/** Handlers that compete for the same copies: one listening clientId, or all consumers. */
+export class Group {
+  /** Handlers by the id they registered (`*` included), each list in registration order. */
+  readonly handlers = new Map<string, Handler[]>();
+  readonly pools = new Map<string, Pool>();
+  /** Pools with ready copies, so a handler on `*` does not scan every id. */
+  readonly readyPools = new Set<Pool>();
+  constructor(readonly key: string, readonly kind: HandlerKind) {}
+
+  covers(destination: string): boolean {
+    return this.handlers.has(destination) || this.handlers.has("*");
+  }
+}

@@ -1,0 +1,435 @@
+/**
+ * One queue (`endpoint/version`): its registrations, its messages and their copies.
+ *
+ * Routing of a message sent to id X: one copy for the consumers of X and of `*` together, and
+ * one copy per listening clientId on X or `*`. A copy goes to a handler of its group with a free
+ * prefetch slot, round-robin from the earliest registrant; otherwise it waits in its pool, FIFO.
+ * A message nobody can receive waits in `waiting`, bounded by `maxItemsInQueue` and `ttl`, and
+ * is handed out, in order, to the first recipient that registers for it.
+ *
+ * No I/O and no timers here: the broker calls `tick(now)` and injects the clock, so tests can
+ * drive time.
+ */
+import { Deque } from "./deque.ts";
+import { MinHeap } from "./heap.ts";
+import { Copy, CopyState, Group, type Handler, type Message, Pool } from "./message.ts";
+
+export interface QueueSettings {
+  listenerPrefetch: number;
+  prefetch: number;
+  ttl: number | null;
+  maxItemsInQueue: number;
+  requeueLimit: number;
+  requeueInterval: number;
+}
+
+export type DeadReason = "requeueLimit" | "overflow" | "ttl";
+
+export interface QueueHooks {
+  now(): number;
+  /** A copy left the queue without being acknowledged (after counting it). */
+  onDead(copy: Copy, reason: DeadReason): void;
+  /** Every copy of a message is settled: the store may forget it. */
+  onSettled(message: Message): void;
+}
+
+/** Counters exposed as statistics (`kitten_mq_queue_*`). */
+export interface QueueCounters {
+  received: number;
+  delivered: number;
+  acked: number;
+  nacked: number;
+  timeout: number;
+  dropped: number;
+  expired: number;
+  dead: number;
+}
+
+let nextTag = 1;
+
+export class Queue {
+  readonly counters: QueueCounters = {
+    received: 0, delivered: 0, acked: 0, nacked: 0, timeout: 0, dropped: 0, expired: 0, dead: 0,
+  };
+  /** Messages with at least one live copy. */
+  live = 0;
+  readonly #groups = new Map<string, Group>();
+  /** Number of handlers registered per id (`*` included), across groups. */
+  readonly #idHandlers = new Map<string, number>();
+  /** Copies nobody can receive yet, oldest first (a Set keeps insertion order, O(1) delete). */
+  readonly #waiting = new Set<Copy>();
+  /**
+   * In-flight copies by tag. A Map iterates in insertion order, which is deadline order (one
+   * `requeueInterval` per queue), and deletes in O(1) on ack: a list with lazy deletion would keep
+   * every acked message alive until its deadline passed.
+   */
+  readonly #timeouts = new Map<number, Copy>();
+  readonly #delayed = new MinHeap<Copy>();
+  #inflight = 0;
+
+  constructor(readonly name: string, public settings: QueueSettings, readonly hooks: QueueHooks) {}
+
+  // ── registrations ──────────────────────────────────────────────────────────────────────────
+
+  /** Adds a handler, hands it the messages waiting for its ids, then fills its prefetch. */
+  subscribe(handler: Handler): void {
+    const group = this.#group(handler);
+    for (const id of handler.ids) this.#index(group, handler, id);
+    this.#flushWaiting(group, handler.ids);
+    this.pump(handler);
+  }
+
+  addIds(handler: Handler, ids: readonly string[]): void {
+    const group = this.#group(handler);
+    const added = ids.filter((id) => !handler.ids.has(id));
+    for (const id of added) {
+      handler.ids.add(id);
+      this.#index(group, handler, id);
+    }
+    this.#flushWaiting(group, new Set(added));
+    this.pump(handler);
+  }
+
+  removeIds(handler: Handler, ids: readonly string[]): void {
+    const group = this.#groups.get(handler.groupKey);
+    if (!group) return;
+    for (const id of ids) {
+      if (!handler.ids.delete(id)) continue;
+      this.#unindex(group, handler, id);
+    }
+    this.#parkOrphans(group);
+  }
+
+  /**
+   * Removes a handler (unsubscribe or disconnect). Its unacknowledged deliveries are requeued at
+   * once: waiting for the ack timeout would delay them for nothing.
+   */
+  unsubscribe(handler: Handler): void {
+    const group = this.#groups.get(handler.groupKey);
+    if (!group) return;
+    for (const id of handler.ids) this.#unindex(group, handler, id);
+    handler.ids.clear();
+    for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
+    this.#parkOrphans(group);
+    if (group.handlers.size === 0 && group.pools.size === 0) this.#groups.delete(group.key);
+  }
+
+  /** Gives a handler as many ready copies as its free prefetch slots allow. */
+  pump(handler: Handler): void {
+    const group = this.#groups.get(handler.groupKey);
+    if (!group) return;
+    while (handler.canTake()) {
+      const pool = this.#oldestReadyFor(group, handler);
+      if (!pool) return;
+      const copy = pool.ready.shift()!;
+      if (pool.ready.length === 0) group.readyPools.delete(pool);
+      this.#dispatch(copy, pool, handler);
+    }
+  }
+
+  // ── messages ───────────────────────────────────────────────────────────────────────────────
+
+  /** Routes a new message (the broker has validated and, when durable, stored it). */
+  publish(message: Message): void {
+    this.live++;
+    this.counters.received++;
+    message.refs++; // held while routing, so the message cannot settle half-way
+    if (!this.#route(message)) this.#park(new Copy(message, message.destination, null));
+    this.#unref(message);
+  }
+
+  ack(copy: Copy): void {
+    const handler = copy.handler!;
+    handler.inflight.delete(copy.tag);
+    this.#timeouts.delete(copy.tag);
+    this.#inflight--;
+    this.counters.acked++;
+    this.#settle(copy);
+    this.pump(handler);
+  }
+
+  /** Requeues now (`delaySeconds` 0) or after a delay; past `requeueLimit` the copy is dead. */
+  nack(copy: Copy, delaySeconds: number): void {
+    const handler = copy.handler!;
+    this.counters.nacked++;
+    this.#release(copy, delaySeconds);
+    this.pump(handler);
+  }
+
+  /** Runs ack timeouts, due delayed requeues and ttl expiry. */
+  tick(now: number): void {
+    this.#expireDeliveries(now);
+    for (const copy of this.#delayed.popDue(now)) {
+      if (copy.state === CopyState.DELAYED) this.#requeue(copy);
+    }
+    this.#expireWaiting(now);
+  }
+
+  /** True when the queue holds timed work, so the broker's timer must keep visiting it. */
+  get hasTimers(): boolean {
+    return this.#timeouts.size > 0 || this.#delayed.length > 0 ||
+      (this.settings.ttl !== null && this.#waiting.size > 0);
+  }
+
+  depth(): { ready: number; inflight: number; delayed: number; waiting: number } {
+    let ready = 0;
+    for (const group of this.#groups.values()) for (const pool of group.readyPools) ready += pool.ready.length;
+    let delayed = 0;
+    for (const copy of this.#delayed) if (copy.state === CopyState.DELAYED) delayed++;
+    return { ready, inflight: this.#inflight, delayed, waiting: this.#waiting.size };
+  }
+
+  /** Waiting copies per destination id. */
+  waitingById(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const copy of this.#waiting) counts.set(copy.destination, (counts.get(copy.destination) ?? 0) + 1);
+    return counts;
+  }
+
+  // ── routing ────────────────────────────────────────────────────────────────────────────────
+
+  /** Creates the copies of a message; false when nobody is registered to receive it. */
+  #route(message: Message): boolean {
+    const destinations = message.destination === "*" ? this.#broadcastDestinations() : [message.destination];
+    let routed = false;
+    for (const destination of destinations) {
+      for (const group of this.#groups.values()) {
+        if (!group.covers(destination)) continue;
+        routed = true;
+        this.#enqueue(new Copy(message, destination, group), this.#pool(group, destination));
+        message.refs++;
+      }
+    }
+    return routed;
+  }
+
+  /** A broadcast goes to every id with a registration, as if sent to each; else to `*` itself. */
+  #broadcastDestinations(): string[] {
+    const ids = [...this.#idHandlers.keys()].filter((id) => id !== "*");
+    return ids.length > 0 ? ids : ["*"];
+  }
+
+  /** Hands a copy to the next free handler of its pool, or queues it behind the others (FIFO). */
+  #enqueue(copy: Copy, pool: Pool): void {
+    if (!pool.group.covers(pool.destination)) return this.#park(copy);
+    if (pool.ready.length === 0) {
+      const handler = this.#nextHandler(pool);
+      if (handler) return this.#dispatch(copy, pool, handler);
+    }
+    copy.state = CopyState.READY;
+    pool.ready.push(copy);
+    pool.group.readyPools.add(pool);
+  }
+
+  #dispatch(copy: Copy, pool: Pool, handler: Handler): void {
+    copy.state = CopyState.INFLIGHT;
+    copy.handler = handler;
+    copy.deliveries++;
+    copy.tag = nextTag++;
+    copy.at = this.hooks.now() + this.settings.requeueInterval * 1000;
+    handler.inflight.set(copy.tag, copy);
+    pool.cursor = handler.seq;
+    this.#inflight++;
+    this.#timeouts.set(copy.tag, copy);
+    this.counters.delivered++;
+    handler.sink.deliver(copy, handler);
+  }
+
+  /**
+   * Round-robin over the handlers on the pool's id and on `*`, merged by registration order:
+   * the first free one after the last served, wrapping around.
+   */
+  #nextHandler(pool: Pool): Handler | null {
+    const group = pool.group;
+    let after: Handler | null = null;
+    let first: Handler | null = null;
+    const lists = [group.handlers.get(pool.destination), pool.destination === "*" ? undefined : group.handlers.get("*")];
+    for (const list of lists) {
+      if (!list) continue;
+      for (const handler of list) {
+        if (!handler.canTake()) continue;
+        if (handler.seq > pool.cursor) {
+          if (!after || handler.seq < after.seq) after = handler;
+        } else if (!first || handler.seq < first.seq) first = handler;
+      }
+    }
+    return after ?? first;
+  }
+
+  /** The pool, among those this handler may serve, whose next copy is the oldest. */
+  #oldestReadyFor(group: Group, handler: Handler): Pool | null {
+    let best: Pool | null = null;
+    const consider = (pool: Pool | undefined) => {
+      const head = pool?.ready.peek();
+      if (head && (!best || head.message.seq < best.ready.peek()!.message.seq)) best = pool!;
+    };
+    if (handler.ids.has("*")) {
+      for (const pool of group.readyPools) consider(pool);
+    } else {
+      for (const id of handler.ids) consider(group.pools.get(id));
+    }
+    return best;
+  }
+
+  // ── settling, requeue, expiry ──────────────────────────────────────────────────────────────
+
+  /** Takes a copy back from its handler: requeued (now or later) or dead past the limit. */
+  #release(copy: Copy, delaySeconds: number): void {
+    copy.handler!.inflight.delete(copy.tag);
+    this.#timeouts.delete(copy.tag);
+    copy.handler = null;
+    this.#inflight--;
+    if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
+    if (delaySeconds > 0) {
+      copy.state = CopyState.DELAYED;
+      copy.at = this.hooks.now() + delaySeconds * 1000;
+      this.#delayed.push(copy);
+      return;
+    }
+    this.#requeue(copy);
+  }
+
+  /** Redeliveries go to the back of their pool. */
+  #requeue(copy: Copy): void {
+    // The group may have been dropped and re-created (its handlers left and came back).
+    const group = this.#groups.get(copy.group!.key) ?? copy.group!;
+    copy.group = group;
+    this.#enqueue(copy, this.#pool(group, copy.destination));
+  }
+
+  #expireDeliveries(now: number): void {
+    for (const copy of this.#timeouts.values()) {
+      // After a reload that shortens requeueInterval, later entries may be due before this one;
+      // they are then handled at most one old interval late, which keeps this O(1) per delivery.
+      if (copy.at > now) return;
+      this.counters.timeout++;
+      const handler = copy.handler!;
+      this.#release(copy, 0);
+      this.pump(handler);
+    }
+  }
+
+  #expireWaiting(now: number): void {
+    const ttl = this.settings.ttl;
+    if (ttl === null) return;
+    for (const copy of this.#waiting) {
+      if (copy.message.created + ttl * 1000 > now) return;
+      this.#waiting.delete(copy);
+      this.#kill(copy, "ttl");
+    }
+  }
+
+  /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
+  #park(copy: Copy): void {
+    if (this.#waiting.size >= this.settings.maxItemsInQueue) {
+      const oldest = this.#waiting.values().next().value!;
+      this.#waiting.delete(oldest);
+      this.#kill(oldest, "overflow");
+    }
+    copy.state = CopyState.WAITING;
+    this.#waiting.add(copy);
+    if (copy.group === null) copy.message.refs++;
+  }
+
+  /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */
+  #parkOrphans(group: Group): void {
+    for (const [destination, pool] of group.pools) {
+      if (group.covers(destination)) continue;
+      for (let copy = pool.ready.shift(); copy; copy = pool.ready.shift()) this.#park(copy);
+      group.readyPools.delete(pool);
+      group.pools.delete(destination);
+    }
+  }
+
+  /**
+   * Hands waiting copies to a group that just gained `ids`, oldest first. Copies waiting for
+   * anyone are routed afresh (every present group gets one); copies that belong to a group go
+   * back to that group only.
+   */
+  #flushWaiting(group: Group, ids: Set<string>): void {
+    if (this.#waiting.size === 0 || ids.size === 0) return;
+    const all = ids.has("*");
+    const due: Copy[] = [];
+    for (const copy of this.#waiting) {
+      // Groups are compared by key: a group is re-created when its handlers come back.
+      const isDue = copy.group === null
+        ? all || copy.destination === "*" || ids.has(copy.destination)
+        : copy.group.key === group.key && (all || ids.has(copy.destination));
+      if (isDue) due.push(copy);
+    }
+    for (const copy of due) {
+      this.#waiting.delete(copy);
+      if (copy.group !== null) {
+        copy.group = group;
+        this.#enqueue(copy, this.#pool(group, copy.destination));
+        continue;
+      }
+      if (!this.#route(copy.message)) {
+        this.#waiting.add(copy);
+        continue;
+      }
+      copy.state = CopyState.SETTLED;
+      this.#unref(copy.message);
+    }
+  }
+
+  #kill(copy: Copy, reason: DeadReason): void {
+    if (reason === "overflow") this.counters.dropped++;
+    else if (reason === "ttl") this.counters.expired++;
+    else this.counters.dead++;
+    this.hooks.onDead(copy, reason);
+    this.#settle(copy);
+  }
+
+  #settle(copy: Copy): void {
+    copy.state = CopyState.SETTLED;
+    this.#unref(copy.message);
+  }
+
+  #unref(message: Message): void {
+    if (--message.refs > 0) return;
+    this.live--;
+    this.hooks.onSettled(message);
+  }
+
+  // ── indexes ────────────────────────────────────────────────────────────────────────────────
+
+  #group(handler: Handler): Group {
+    let group = this.#groups.get(handler.groupKey);
+    if (!group) {
+      group = new Group(handler.groupKey, handler.kind);
+      this.#groups.set(handler.groupKey, group);
+    }
+    return group;
+  }
+
+  #pool(group: Group, destination: string): Pool {
+    let pool = group.pools.get(destination);
+    if (!pool) {
+      pool = new Pool(group, destination, new Deque());
+      group.pools.set(destination, pool);
+    }
+    return pool;
+  }
+
+  #index(group: Group, handler: Handler, id: string): void {
+    const list = group.handlers.get(id);
+    if (list) {
+      if (list.includes(handler)) return;
+      list.push(handler);
+      list.sort((a, b) => a.seq - b.seq);
+    } else group.handlers.set(id, [handler]);
+    this.#idHandlers.set(id, (this.#idHandlers.get(id) ?? 0) + 1);
+  }
+
+  #unindex(group: Group, handler: Handler, id: string): void {
+    const list = group.handlers.get(id);
+    const at = list ? list.indexOf(handler) : -1;
+    if (!list || at < 0) return;
+    list.splice(at, 1);
+    if (list.length === 0) group.handlers.delete(id);
+    const count = (this.#idHandlers.get(id) ?? 1) - 1;
+    if (count === 0) this.#idHandlers.delete(id);
+    else this.#idHandlers.set(id, count);
+  }
+}

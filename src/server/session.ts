@@ -1,0 +1,309 @@
+/**
+ * One client connection: reads frames, dispatches operations to the broker, and batches what
+ * goes back (deliveries, confirmations, errors) into one write per burst.
+ *
+ * Handlers return nothing or throw a KittenError; the single catch in `#handle` answers it and,
+ * for fatal codes, closes the connection. Nothing a client sends can throw past this file.
+ */
+import {
+  checkAck,
+  checkChannelParts,
+  checkHello,
+  checkIds,
+  checkNack,
+  checkPing,
+  checkSend,
+  checkSubscribe,
+  checkUnsubscribe,
+  decode,
+  encode,
+  FrameBatch,
+  FrameDecoder,
+  isFatal,
+  KittenError,
+  OP,
+  opOf,
+  refOf,
+  WILDCARD,
+} from "../protocol/mod.ts";
+import { PROTOCOL_VERSION, VERSION } from "../version.ts";
+import type { Broker } from "./broker.ts";
+import type { Copy, DeliverySink, Handler } from "./message.ts";
+import type { Queue } from "./queue.ts";
+
+/** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */
+export interface Connection {
+  /** Writes what it can and returns the number of bytes accepted (-1 or 0 when closed/full). */
+  write(bytes: Uint8Array): number;
+  /** Closes after pending bytes are sent. */
+  end(): void;
+  readonly remoteAddress: string;
+}
+
+/** Outgoing bytes a slow reader may leave unsent before its deliveries pause. */
+export const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+
+interface Registration {
+  handler: Handler;
+  queue: Queue;
+}
+
+export class Session implements DeliverySink {
+  clientId = "";
+  state: "hello" | "open" | "closed" = "hello";
+  readonly #broker: Broker;
+  readonly #connection: Connection;
+  readonly #decoder: FrameDecoder;
+  readonly #registrations = new Map<number, Registration>();
+  readonly #batch = new FrameBatch();
+  #okRefs: number[] = [];
+  #unsent: Uint8Array[] = [];
+  #unsentBytes = 0;
+
+  constructor(broker: Broker, connection: Connection) {
+    this.#broker = broker;
+    this.#connection = connection;
+    this.#decoder = new FrameDecoder(broker.config.socketServer.maxFrameSize);
+  }
+
+  get isClosed(): boolean {
+    return this.state === "closed";
+  }
+
+  /** Feeds bytes from the socket. */
+  receive(chunk: Uint8Array): void {
+    if (this.state === "closed") return;
+    let frames: Uint8Array[];
+    try {
+      frames = this.#decoder.push(chunk);
+    } catch (error) {
+      return this.#fail(null, error);
+    }
+    for (const frame of frames) {
+      this.#handle(frame);
+      if (this.isClosed) return;
+    }
+  }
+
+  #handle(frame: Uint8Array): void {
+    let value: unknown[] | null = null;
+    try {
+      try {
+        value = decode(frame) as unknown[];
+      } catch (error) {
+        throw new KittenError("BAD_FRAME", `Cannot decode frame: ${(error as Error).message}`);
+      }
+      const op = opOf(value);
+      if (this.state === "hello" && op !== OP.HELLO) {
+        throw new KittenError("BAD_PROTOCOL", `Cannot accept operation ${op}: the first frame must be hello`);
+      }
+      switch (op) {
+        case OP.HELLO: return this.#handleHello(value);
+        case OP.SEND: return this.#handleSend(value);
+        case OP.ACK: return this.#handleAck(value);
+        case OP.NACK: return this.#handleNack(value);
+        case OP.LISTEN: return this.#handleSubscribe(value, "listen");
+        case OP.CONSUME: return this.#handleSubscribe(value, "consume");
+        case OP.ADD_ID: return this.#handleIds(value, true);
+        case OP.REMOVE_ID: return this.#handleIds(value, false);
+        case OP.UNSUBSCRIBE: return this.#handleUnsubscribe(value);
+        case OP.PING: return this.#push([OP.PONG, checkPing(value)[1]]);
+        default:
+          throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
+      }
+    } catch (error) {
+      this.#fail(Array.isArray(value) ? refOf(value) : null, error);
+    }
+  }
+
+  #handleHello(value: unknown[]): void {
+    if (this.state !== "hello") throw new KittenError("BAD_PROTOCOL", "Cannot accept hello: the session is already open");
+    const [, protocol, options] = checkHello(value);
+    if (protocol !== PROTOCOL_VERSION) {
+      throw new KittenError(
+        "BAD_PROTOCOL",
+        `Cannot accept hello: protocol ${protocol} is not supported (this broker speaks ${PROTOCOL_VERSION})`,
+      );
+    }
+    const config = this.#broker.config;
+    const expected = config.socketServer.token;
+    if (expected !== null && options.token !== expected) {
+      throw new KittenError("AUTH_FAILED", `Cannot accept client "${options.client}": wrong broker token`);
+    }
+    if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
+    this.clientId = options.client;
+    this.state = "open";
+    this.#push([OP.WELCOME, {
+      server: config.serviceId,
+      serviceId: config.serviceId,
+      protocol: PROTOCOL_VERSION,
+      role: config.isMaster ? "master" : "slave",
+      maxFrameSize: config.socketServer.maxFrameSize,
+      version: VERSION,
+    }]);
+    this.#broker.log.info("socket", `client=${this.clientId};remote=${this.#connection.remoteAddress};connected`);
+  }
+
+  #handleSend(value: unknown[]): void {
+    const [, ref, channel, messageId, body] = checkSend(value);
+    const stored = this.#broker.send(channel, messageId, body);
+    if (stored === undefined) return this.#confirm(ref);
+    stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)).finally(() => this.#broker.flush());
+  }
+
+  #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
+    const [, ref, sub, endpoint, version, ids, prefetch] = checkSubscribe(value);
+    checkChannelParts(endpoint, version, ids, kind === "listen" ? "Cannot listen to" : "Cannot consume");
+    if (this.#registrations.has(sub)) {
+      throw new KittenError("DUPLICATE_SUBSCRIPTION", `Cannot ${kind}: subscription ${sub} is already registered`);
+    }
+    const handler = this.#broker.subscribe(this, kind, sub, endpoint, version, ids, prefetch);
+    this.#registrations.set(sub, { handler, queue: this.#broker.queue(`${endpoint}/${version}`) });
+    this.#confirm(ref);
+  }
+
+  #handleIds(value: unknown[], add: boolean): void {
+    const [, ref, sub, ids] = checkIds(value);
+    const registration = this.#registration(sub, add ? "add ids" : "remove ids");
+    const [endpoint, version] = registration.queue.name.split("/") as [string, string];
+    checkChannelParts(endpoint, version, ids, add ? "Cannot add id to" : "Cannot remove id from");
+    if (add) registration.queue.addIds(registration.handler, ids);
+    else registration.queue.removeIds(registration.handler, ids);
+    this.#confirm(ref);
+  }
+
+  #handleUnsubscribe(value: unknown[]): void {
+    const [, ref, sub] = checkUnsubscribe(value);
+    const registration = this.#registration(sub, "unsubscribe");
+    this.#registrations.delete(sub);
+    registration.queue.unsubscribe(registration.handler);
+    this.#confirm(ref);
+  }
+
+  /** Acks name deliveries by tag; a tag no longer in flight (timed out, requeued) is ignored. */
+  #handleAck(value: unknown[]): void {
+    const [, sub, tags] = checkAck(value);
+    const registration = this.#registrations.get(sub);
+    if (!registration) return;
+    const { handler, queue } = registration;
+    for (const tag of tags) {
+      const copy = handler.inflight.get(tag);
+      if (copy) queue.ack(copy);
+    }
+    this.#broker.stats.counters.acked += tags.length;
+  }
+
+  #handleNack(value: unknown[]): void {
+    const [, sub, tag, delay] = checkNack(value);
+    const registration = this.#registrations.get(sub);
+    const copy = registration?.handler.inflight.get(tag);
+    if (!registration || !copy) return;
+    this.#broker.stats.counters.acked++;
+    registration.queue.nack(copy, delay);
+  }
+
+  #registration(sub: number, action: string): Registration {
+    const registration = this.#registrations.get(sub);
+    if (!registration) {
+      throw new KittenError("UNKNOWN_SUBSCRIPTION", `Cannot ${action}: subscription ${sub} is not registered`);
+    }
+    return registration;
+  }
+
+  // ── outgoing ───────────────────────────────────────────────────────────────────────────────
+
+  writable(): boolean {
+    return this.#unsentBytes < MAX_UNSENT_BYTES && this.state !== "closed";
+  }
+
+  deliver(copy: Copy, handler: Handler): void {
+    const message = copy.message;
+    this.#push([
+      OP.DELIVER,
+      handler.sub,
+      copy.tag,
+      message.id,
+      copy.destination,
+      copy.deliveries - 1,
+      message.body,
+      message.created,
+    ]);
+    this.#broker.stats.counters.sent++;
+  }
+
+  #confirm(ref: number): void {
+    this.#okRefs.push(ref);
+    this.#broker.dirty.add(this);
+  }
+
+  #push(op: unknown[]): void {
+    this.#batch.push(encode(op));
+    this.#broker.dirty.add(this);
+  }
+
+  #fail(ref: number | null, error: unknown): void {
+    const known = error instanceof KittenError;
+    const code = known ? error.code : "INTERNAL";
+    const message = known ? error.message : `Internal error: ${(error as Error)?.message ?? String(error)}`;
+    if (!known) this.#broker.log.error("socket", `client=${this.clientId};${(error as Error)?.stack ?? error}`);
+    if (this.state === "closed") return;
+    this.#push(known && error.details !== undefined ? [OP.ERROR, ref, code, message, error.details] : [OP.ERROR, ref, code, message]);
+    if (isFatal(code)) {
+      this.#broker.log.warn("socket", `client=${this.clientId || "?"};remote=${this.#connection.remoteAddress};code=${code};closing`);
+      this.flush();
+      this.#connection.end();
+      this.closed();
+    }
+  }
+
+  /** Writes pending frames; what the socket does not take waits for `drain`. */
+  flush(): void {
+    if (this.#okRefs.length > 0) {
+      this.#batch.push(encode([OP.OK, this.#okRefs]));
+      this.#okRefs = [];
+    }
+    if (this.#batch.byteLength === 0) return;
+    this.#write(this.#batch.take());
+  }
+
+  /** The socket can take more: send what waited, then resume paused deliveries. */
+  drain(): void {
+    while (this.#unsent.length > 0) {
+      const bytes = this.#unsent[0]!;
+      const written = Math.max(this.#connection.write(bytes), 0);
+      this.#unsentBytes -= written;
+      if (written < bytes.length) {
+        this.#unsent[0] = bytes.subarray(written);
+        return;
+      }
+      this.#unsent.shift();
+    }
+    if (this.writable()) {
+      for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
+      this.#broker.flush();
+    }
+  }
+
+  #write(bytes: Uint8Array): void {
+    if (this.#unsent.length === 0) {
+      const written = Math.max(this.#connection.write(bytes), 0);
+      if (written >= bytes.length) return;
+      bytes = bytes.subarray(written);
+    }
+    this.#unsent.push(bytes);
+    this.#unsentBytes += bytes.length;
+  }
+
+  /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
+  closed(): void {
+    if (this.state === "closed") return;
+    const wasOpen = this.state === "open";
+    this.state = "closed";
+    for (const { handler, queue } of this.#registrations.values()) queue.unsubscribe(handler);
+    this.#registrations.clear();
+    this.#broker.sessions.delete(this);
+    this.#broker.dirty.delete(this);
+    if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);
+    this.#broker.flush();
+  }
+}
