@@ -26,7 +26,9 @@ interface Pending {
 }
 
 interface PendingSend extends Pending {
-  op: unknown[];
+  channel: string;
+  /** The whole SEND operation, encoded once and written to every broker. */
+  encoded: Uint8Array;
 }
 
 interface PendingRequest extends Pending {
@@ -76,7 +78,7 @@ export class Client extends EventEmitter {
     this.#connections = options.hosts.map((label) =>
       new HostConnection(parseHost(label), options, {
         open: (connection) => this.#onOpen(connection),
-        close: (connection, error) => this.#onClose(connection, error),
+        close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
         frame: (connection, value) => this.#onFrame(connection, value),
       }, this.#dial)
@@ -116,10 +118,11 @@ export class Client extends EventEmitter {
         throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
       }
       const ref = this.#nextRef++;
-      const op = [OP.SEND, ref, channel, this.#nextMessageId(), body];
+      const encoded = encode([OP.SEND, ref, channel, this.#nextMessageId(), body]);
+      for (const connection of this.#connections) if (connection.isOpen) this.#checkSize(connection, channel, encoded);
       return new Promise<void>((resolve, reject) => {
-        this.#sends.set(ref, { op, resolve, reject });
-        for (const connection of this.#connections) connection.send(op);
+        this.#sends.set(ref, { channel, encoded, resolve, reject });
+        for (const connection of this.#connections) connection.sendEncoded(encoded);
       });
     } catch (error) {
       return Promise.reject(error);
@@ -198,18 +201,26 @@ export class Client extends EventEmitter {
     // Replay, in this order: registrations (with their current ids), requests, then sends.
     for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
     for (const request of this.#requests.values()) connection.send(request.op);
-    for (const pending of this.#sends.values()) connection.send(pending.op);
+    for (const [ref, pending] of this.#sends) {
+      try {
+        this.#checkSize(connection, pending.channel, pending.encoded);
+        connection.sendEncoded(pending.encoded);
+      } catch (error) {
+        this.#sends.delete(ref);
+        pending.reject(error as KittenError);
+      }
+    }
     if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
   }
 
-  #onClose(connection: HostConnection, error: Error | null): void {
+  #onClose(connection: HostConnection, error: Error | null, wasOpen: boolean): void {
     // Unanswered registrations on this link are sent again when it reopens.
     for (const [ref, entry] of this.#registrations) if (entry.connection === connection) this.#registrations.delete(ref);
     if (error) this.#report(error);
     const anyOpen = this.#connections.some((c) => c.isOpen && c !== connection);
-    if (connection.generation > 0 && !anyOpen && connection.state !== "stopped") {
+    if (wasOpen && !anyOpen) {
       this.emit("disconnect", { host: connection.host.label, error });
     }
   }
@@ -255,8 +266,8 @@ export class Client extends EventEmitter {
   }
 
   #onDeliver(connection: HostConnection, value: unknown[]): void {
-    const [, sub, tag, messageId, destination, nbRequeues, body, created] = value as [
-      number, number, number, string, string, number, Uint8Array, number,
+    const [, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value as [
+      number, number, number, string, string, number, Uint8Array, number, DeliveryInfo["deadLetter"],
     ];
     const subscription = this.#subscriptions.get(sub);
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
@@ -278,6 +289,7 @@ export class Client extends EventEmitter {
       nbRequeues,
       handlerId: sub,
     };
+    if (deadLetter) info.deadLetter = deadLetter;
     let settled = false;
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
@@ -302,6 +314,16 @@ export class Client extends EventEmitter {
   #handlerFailed(error: unknown, done: Done): void {
     this.#report(error instanceof Error ? error : new Error(String(error)));
     done(false);
+  }
+
+  /** A frame the broker would refuse would close the link and be resent forever: refuse it here. */
+  #checkSize(connection: HostConnection, channel: string, encoded: Uint8Array): void {
+    if (encoded.length <= connection.maxFrameSize) return;
+    throw new KittenError(
+      "FRAME_TOO_LARGE",
+      `Cannot send to "${channel}": the message takes ${encoded.length} bytes, ` +
+        `more than the maxFrameSize ${connection.maxFrameSize} of "${connection.host.label}"`,
+    );
   }
 
   #report(error: Error): void {

@@ -21,8 +21,10 @@ import type { Dial, Transport } from "./transport.ts";
 export interface ConnectionEvents {
   /** The broker accepted the client: (re)register and resend. */
   open(connection: HostConnection): void;
-  /** The link dropped (or could not be made); a reconnect is scheduled unless stopped. */
-  close(connection: HostConnection, error: Error | null): void;
+  /**
+   * The link dropped (`wasOpen`) or could not be made; a reconnect is scheduled unless stopped.
+   */
+  close(connection: HostConnection, error: Error | null, wasOpen: boolean): void;
   /** The broker refused the client (token, key, protocol): not retried. */
   refused(connection: HostConnection, error: KittenError): void;
   /** Any frame after welcome. */
@@ -78,6 +80,18 @@ export class HostConnection {
     this.#scheduleFlush();
   }
 
+  /** Queues an operation already encoded (a send is encoded once for every broker). */
+  sendEncoded(body: Uint8Array): void {
+    if (this.state !== "open") return;
+    this.#batch.push(body);
+    this.#scheduleFlush();
+  }
+
+  /** The largest frame body this broker accepts (known after welcome). */
+  get maxFrameSize(): number {
+    return this.welcome?.maxFrameSize ?? Infinity;
+  }
+
   ack(sub: number, tag: number): void {
     if (this.state !== "open") return;
     const tags = this.#acks.get(sub);
@@ -124,11 +138,12 @@ export class HostConnection {
         if (this.#transport !== transport) return;
         this.#transport = null;
         this.welcome = null;
+        const wasOpen = this.state === "open";
         const wasStopped = this.state === "stopped";
         if (!wasStopped) this.state = "connecting";
         this.#batch.take();
         this.#acks.clear();
-        this.events.close(this, error);
+        this.events.close(this, error, wasOpen);
         if (!wasStopped) this.#scheduleReconnect();
       },
     });

@@ -16,6 +16,8 @@ export interface DeliveryInfo {
   nbRequeues: number;
   /** The subscription that received it. */
   handlerId: number;
+  /** On messages of a dead-letter queue: why the message died and where it was sent. */
+  deadLetter?: { reason: "requeueLimit" | "overflow" | "ttl"; channel: string; messageId: string; deliveries: number };
 }
 
 /** `done()` acks; `done(false)` requeues now; `done(false, seconds)` requeues after a delay. */

@@ -16,8 +16,13 @@ const EMPTY = new Uint8Array(0);
 
 export class FrameDecoder {
   readonly maxFrameSize: number;
-  /** Bytes of an incomplete frame (header and/or body) carried over from earlier chunks. */
+  /**
+   * Bytes of an incomplete frame (header and/or body) carried over from earlier chunks: the first
+   * `#pendingLength` bytes of a buffer that grows by doubling, so that a frame trickled in small
+   * chunks costs linear copying, not a copy of everything received so far for every chunk.
+   */
   #pending: Uint8Array = EMPTY;
+  #pendingLength = 0;
 
   constructor(maxFrameSize = MAX_FRAME_SIZE) {
     this.maxFrameSize = maxFrameSize;
@@ -25,7 +30,7 @@ export class FrameDecoder {
 
   /** Number of bytes buffered towards the next frame. */
   get pendingBytes(): number {
-    return this.#pending.length;
+    return this.#pendingLength;
   }
 
   /**
@@ -35,20 +40,20 @@ export class FrameDecoder {
    */
   push(chunk: Uint8Array): Uint8Array[] {
     let data = chunk;
-    if (this.#pending.length > 0) {
-      data = concat(this.#pending, chunk);
+    if (this.#pendingLength > 0) {
+      this.#append(chunk);
+      data = this.#pending.subarray(0, this.#pendingLength);
+      // Still short of the frame whose header is in: wait without copying anything else.
+      if (data.length >= FRAME_HEADER_SIZE && data.length < FRAME_HEADER_SIZE + this.#check(readLength(data, 0))) {
+        return [];
+      }
       this.#pending = EMPTY;
+      this.#pendingLength = 0;
     }
     const frames: Uint8Array[] = [];
     let offset = 0;
     while (data.length - offset >= FRAME_HEADER_SIZE) {
-      const length = readLength(data, offset);
-      if (length > this.maxFrameSize) {
-        throw new KittenError(
-          "FRAME_TOO_LARGE",
-          `Cannot decode frame: length ${length} exceeds maxFrameSize ${this.maxFrameSize}`,
-        );
-      }
+      const length = this.#check(readLength(data, offset));
       const end = offset + FRAME_HEADER_SIZE + length;
       if (end > data.length) break;
       frames.push(data.subarray(offset + FRAME_HEADER_SIZE, end));
@@ -57,21 +62,36 @@ export class FrameDecoder {
     if (offset < data.length) {
       // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
       this.#pending = data.slice(offset);
+      this.#pendingLength = this.#pending.length;
     }
     return frames;
+  }
+
+  #check(length: number): number {
+    if (length > this.maxFrameSize) {
+      throw new KittenError(
+        "FRAME_TOO_LARGE",
+        `Cannot decode frame: length ${length} exceeds maxFrameSize ${this.maxFrameSize}`,
+      );
+    }
+    return length;
+  }
+
+  #append(chunk: Uint8Array): void {
+    const needed = this.#pendingLength + chunk.length;
+    if (needed > this.#pending.length) {
+      const next = new Uint8Array(Math.max(needed, this.#pending.length * 2));
+      next.set(this.#pending.subarray(0, this.#pendingLength));
+      this.#pending = next;
+    }
+    this.#pending.set(chunk, this.#pendingLength);
+    this.#pendingLength = needed;
   }
 }
 
 function readLength(data: Uint8Array, offset: number): number {
   return ((data[offset]! << 24) >>> 0) + (data[offset + 1]! << 16) + (data[offset + 2]! << 8) +
     data[offset + 3]!;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
 }
 
 /** Prefixes one encoded body with its length. */

@@ -109,6 +109,10 @@ export function opOf(value: unknown): number {
 
 /** The correlation id of a request, when it has a readable one (used to address an error reply). */
 export function refOf(value: unknown[]): number | null {
+  // hello, ack and nack expect no answer: their second field is not a ref. Every other request,
+  // including operations this broker does not know, carries its ref second.
+  const op = value[0];
+  if (op === OP.HELLO || op === OP.ACK || op === OP.NACK) return null;
   return isUint(value[1]) ? value[1] : null;
 }
 

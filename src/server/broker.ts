@@ -146,12 +146,33 @@ export class Broker {
     if (this.#recentIds.size > DEDUP_WINDOW) this.#recentIds.delete(this.#recentIds.keys().next().value!);
   }
 
+  /**
+   * A copy died (requeue limit, overflow or ttl): it is logged and, when its channel names a
+   * `deadLetter` queue, re-published there with its original body and where it came from.
+   */
   #onDead(copy: Copy, reason: DeadReason): void {
     const message = copy.message;
+    const target = channelSettings(this.config, message.queue).deadLetter;
     this.log.warn(
       "queue",
       `queue=${message.queue};id=${copy.destination};messageId=${message.id};deliveries=${copy.deliveries};` +
-        `reason=${reason};message dead`,
+        `reason=${reason};deadLetter=${target ?? "none"};message dead`,
     );
+    if (target === null) return;
+    const queue = this.queue(target);
+    if (queue.live >= this.config.maxMessagesPerQueue) {
+      this.log.error("queue", `queue=${target};messageId=${message.id};dead-letter queue full;message dropped`);
+      return;
+    }
+    const dead = new Message(`${message.id}~${this.#seq}`, target, copy.destination, message.body, this.now(), this.#seq++);
+    dead.deadLetter = {
+      reason,
+      channel: `${message.queue}/${copy.destination}`,
+      messageId: message.id,
+      deliveries: copy.deliveries,
+    };
+    const stored = this.store.append(dead);
+    if (stored === undefined) queue.publish(dead);
+    else stored.then(() => queue.publish(dead), (error) => this.log.error("queue", `dead letter not stored: ${error}`));
   }
 }

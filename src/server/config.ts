@@ -30,6 +30,8 @@ export interface ChannelSettings {
   maxItemsInQueue: number;
   requeueLimit: number;
   requeueInterval: number;
+  /** The queue (`endpoint/version`) that receives this queue's dead messages, or null. */
+  deadLetter: string | null;
 }
 
 /** One config problem; `path` is written like `channels["invoice/v1"].prefetch`. */
@@ -216,6 +218,7 @@ export function channelSettings(config: Config, queue: string): ChannelSettings 
     maxItemsInQueue: channel.maxItemsInQueue ?? config.maxItemsInQueue,
     requeueLimit: channel.requeueLimit ?? config.requeueLimit,
     requeueInterval: channel.requeueInterval ?? config.requeueInterval,
+    deadLetter: channel.deadLetter ?? null,
   };
 }
 

@@ -8,7 +8,8 @@ export class Deque<T> {
   #length = 0;
 
   constructor(capacity = 16) {
-    this.#items = new Array(capacity);
+    // At least one slot: with none, `#grow` would double 0 and every index would be NaN.
+    this.#items = new Array(Math.max(1, Math.floor(capacity)));
   }
 
   get length(): number {

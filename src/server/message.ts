@@ -8,9 +8,20 @@
  */
 import type { Deque } from "./deque.ts";
 
+/** Why and where from a dead-lettered message came; sent to recipients with each delivery. */
+export interface DeadLetterInfo {
+  reason: "requeueLimit" | "overflow" | "ttl";
+  /** The channel the message was sent to (`endpoint/version/id`). */
+  channel: string;
+  messageId: string;
+  deliveries: number;
+}
+
 export class Message {
   /** Live copies (ready, in flight, delayed or waiting); the message is settled at zero. */
   refs = 0;
+  /** Set on messages a dead-letter queue received. */
+  deadLetter: DeadLetterInfo | null = null;
   constructor(
     /** Globally unique id chosen by the sender; used for deduplication. */
     readonly id: string,
@@ -89,8 +100,6 @@ export class Handler {
 /** A FIFO of ready copies for one destination id inside one group. */
 export class Pool {
   readonly ready: Deque<Copy>;
-  /** `seq` of the handler served last: round-robin continues after it. */
-  cursor = -1;
   constructor(readonly group: Group, readonly destination: string, ready: Deque<Copy>) {
     this.ready = ready;
   }
@@ -103,6 +112,12 @@ export class Group {
   readonly pools = new Map<string, Pool>();
   /** Pools with ready copies, so a handler on `*` does not scan every id. */
   readonly readyPools = new Set<Pool>();
+  /**
+   * `seq` of the handler served last: round-robin continues after it. Per group, not per pool:
+   * with one cursor per id, handlers on `*` receiving messages for many ids would all go to the
+   * earliest registrant until its prefetch was full.
+   */
+  cursor = -1;
   constructor(readonly key: string, readonly kind: HandlerKind) {}
 
   covers(destination: string): boolean {

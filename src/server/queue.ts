@@ -14,14 +14,8 @@ import { Deque } from "./deque.ts";
 import { MinHeap } from "./heap.ts";
 import { Copy, CopyState, Group, type Handler, type Message, Pool } from "./message.ts";
 
-export interface QueueSettings {
-  listenerPrefetch: number;
-  prefetch: number;
-  ttl: number | null;
-  maxItemsInQueue: number;
-  requeueLimit: number;
-  requeueInterval: number;
-}
+export type { ChannelSettings as QueueSettings } from "./config.ts";
+import type { ChannelSettings as QueueSettings } from "./config.ts";
 
 export type DeadReason = "requeueLimit" | "overflow" | "ttl";
 
@@ -56,8 +50,16 @@ export class Queue {
   readonly #groups = new Map<string, Group>();
   /** Number of handlers registered per id (`*` included), across groups. */
   readonly #idHandlers = new Map<string, number>();
-  /** Copies nobody can receive yet, oldest first (a Set keeps insertion order, O(1) delete). */
+  /**
+   * Copies nobody can receive yet, oldest first by `message.seq` (a Set keeps insertion order,
+   * O(1) delete; see `#parkAll` for copies that come back out of order).
+   */
   readonly #waiting = new Set<Copy>();
+  /** Highest `message.seq` added to `#waiting`; adding a lower one leaves the set unsorted. */
+  #waitingSeq = -1;
+  #waitingUnsorted = false;
+  /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
+  #parkBatch: Copy[] | null = null;
   /**
    * In-flight copies by tag. A Map iterates in insertion order, which is deadline order (one
    * `requeueInterval` per queue), and deletes in O(1) on ack: a list with lazy deletion would keep
@@ -97,7 +99,7 @@ export class Queue {
       if (!handler.ids.delete(id)) continue;
       this.#unindex(group, handler, id);
     }
-    this.#parkOrphans(group);
+    this.#batchParks(() => this.#parkOrphans(group));
   }
 
   /**
@@ -109,8 +111,10 @@ export class Queue {
     if (!group) return;
     for (const id of handler.ids) this.#unindex(group, handler, id);
     handler.ids.clear();
-    for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
-    this.#parkOrphans(group);
+    this.#batchParks(() => {
+      for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
+      this.#parkOrphans(group);
+    });
     if (group.handlers.size === 0 && group.pools.size === 0) this.#groups.delete(group.key);
   }
 
@@ -158,11 +162,13 @@ export class Queue {
 
   /** Runs ack timeouts, due delayed requeues and ttl expiry. */
   tick(now: number): void {
-    this.#expireDeliveries(now);
-    for (const copy of this.#delayed.popDue(now)) {
-      if (copy.state === CopyState.DELAYED) this.#requeue(copy);
-    }
-    this.#expireWaiting(now);
+    this.#batchParks(() => {
+      this.#expireDeliveries(now);
+      for (const copy of this.#delayed.popDue(now)) {
+        if (copy.state === CopyState.DELAYED) this.#requeue(copy);
+      }
+      this.#expireWaiting(now);
+    });
   }
 
   /** True when the queue holds timed work, so the broker's timer must keep visiting it. */
@@ -196,8 +202,10 @@ export class Queue {
       for (const group of this.#groups.values()) {
         if (!group.covers(destination)) continue;
         routed = true;
-        this.#enqueue(new Copy(message, destination, group), this.#pool(group, destination));
+        // Counted before it is handed out: a sink that acks inside deliver() must not settle
+        // the message while its other copies are still being created.
         message.refs++;
+        this.#enqueue(new Copy(message, destination, group), this.#pool(group, destination));
       }
     }
     return routed;
@@ -228,7 +236,7 @@ export class Queue {
     copy.tag = nextTag++;
     copy.at = this.hooks.now() + this.settings.requeueInterval * 1000;
     handler.inflight.set(copy.tag, copy);
-    pool.cursor = handler.seq;
+    pool.group.cursor = handler.seq;
     this.#inflight++;
     this.#timeouts.set(copy.tag, copy);
     this.counters.delivered++;
@@ -248,7 +256,7 @@ export class Queue {
       if (!list) continue;
       for (const handler of list) {
         if (!handler.canTake()) continue;
-        if (handler.seq > pool.cursor) {
+        if (handler.seq > group.cursor) {
           if (!after || handler.seq < after.seq) after = handler;
         } else if (!first || handler.seq < first.seq) first = handler;
       }
@@ -312,6 +320,7 @@ export class Queue {
   #expireWaiting(now: number): void {
     const ttl = this.settings.ttl;
     if (ttl === null) return;
+    this.#sortWaiting();
     for (const copy of this.#waiting) {
       if (copy.message.created + ttl * 1000 > now) return;
       this.#waiting.delete(copy);
@@ -321,14 +330,54 @@ export class Queue {
 
   /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
   #park(copy: Copy): void {
-    if (this.#waiting.size >= this.settings.maxItemsInQueue) {
+    if (this.#parkBatch) this.#parkBatch.push(copy);
+    else this.#parkAll([copy]);
+  }
+
+  /**
+   * Runs `work`, parking the copies it gives back all at once at the end: copies given back are
+   * out of order, and parking them one by one into a full list would sort it once per copy.
+   */
+  #batchParks(work: () => void): void {
+    if (this.#parkBatch) return work();
+    const batch: Copy[] = this.#parkBatch = [];
+    try {
+      work();
+    } finally {
+      this.#parkBatch = null;
+      if (batch.length > 0) this.#parkAll(batch);
+    }
+  }
+
+  /**
+   * Puts copies in the waiting list, which is kept in arrival order (`message.seq`) so that ttl
+   * expiry, overflow and hand-out always take the oldest first. New messages arrive in order;
+   * copies given back by a group that lost its handlers are older: they mark the list unsorted,
+   * and it is sorted once before it is next read in order.
+   */
+  #parkAll(copies: Iterable<Copy>): void {
+    for (const copy of copies) {
+      copy.state = CopyState.WAITING;
+      if (copy.group === null) copy.message.refs++;
+      this.#waiting.add(copy);
+      if (copy.message.seq < this.#waitingSeq) this.#waitingUnsorted = true;
+      else this.#waitingSeq = copy.message.seq;
+    }
+    if (this.#waiting.size <= this.settings.maxItemsInQueue) return;
+    this.#sortWaiting();
+    while (this.#waiting.size > this.settings.maxItemsInQueue) {
       const oldest = this.#waiting.values().next().value!;
       this.#waiting.delete(oldest);
       this.#kill(oldest, "overflow");
     }
-    copy.state = CopyState.WAITING;
-    this.#waiting.add(copy);
-    if (copy.group === null) copy.message.refs++;
+  }
+
+  #sortWaiting(): void {
+    if (!this.#waitingUnsorted) return;
+    this.#waitingUnsorted = false;
+    const sorted = [...this.#waiting].sort((a, b) => a.message.seq - b.message.seq);
+    this.#waiting.clear();
+    for (const copy of sorted) this.#waiting.add(copy);
   }
 
   /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */
@@ -348,6 +397,7 @@ export class Queue {
    */
   #flushWaiting(group: Group, ids: Set<string>): void {
     if (this.#waiting.size === 0 || ids.size === 0) return;
+    this.#sortWaiting();
     const all = ids.has("*");
     const due: Copy[] = [];
     for (const copy of this.#waiting) {
@@ -366,6 +416,7 @@ export class Queue {
       }
       if (!this.#route(copy.message)) {
         this.#waiting.add(copy);
+        this.#waitingUnsorted = true;
         continue;
       }
       copy.state = CopyState.SETTLED;

@@ -227,6 +227,7 @@ export class Session implements DeliverySink {
       copy.deliveries - 1,
       message.body,
       message.created,
+      ...(message.deadLetter ? [message.deadLetter] : []),
     ]);
     this.#broker.stats.counters.sent++;
   }

@@ -284,6 +284,7 @@ describe("channelSettings()", () => {
       maxItemsInQueue: 1000,
       requeueLimit: 5,
       requeueInterval: 2.5,
+      deadLetter: null,
     });
   });
 
@@ -299,6 +300,7 @@ describe("channelSettings()", () => {
           maxItemsInQueue: 10,
           requeueLimit: 2,
           requeueInterval: 0.25,
+          deadLetter: "invoice-dead/v1",
         },
         "invoice/v2": { ttl: 5 },
       },
@@ -310,6 +312,7 @@ describe("channelSettings()", () => {
       maxItemsInQueue: 10,
       requeueLimit: 2,
       requeueInterval: 0.25,
+      deadLetter: "invoice-dead/v1",
     });
     expect(channelSettings(config, "invoice/v2")).toEqual({
       prefetch: 3,
@@ -318,6 +321,7 @@ describe("channelSettings()", () => {
       maxItemsInQueue: 50,
       requeueLimit: 5,
       requeueInterval: 100,
+      deadLetter: null,
     });
   });
 

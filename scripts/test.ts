@@ -1,0 +1,76 @@
+/**
+ * `npm test`: runs every test runner (bun for the whole suite, deno for the client smoke suite),
+ * sums their results and prints `N passed, N failed` as the last line. Exits non-zero when a
+ * test failed, a runner failed, or no test ran at all.
+ *
+ * Extra arguments are passed to `bun test` (for example a file or `-t "FrameDecoder"`).
+ */
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+
+interface RunResult {
+  name: string;
+  passed: number;
+  failed: number;
+  exitCode: number;
+}
+
+function run(name: string, command: string, args: string[], parse: (output: string) => [number, number]): Promise<RunResult> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" } });
+    let output = "";
+    const collect = (stream: NodeJS.WritableStream) => (chunk: Buffer) => {
+      output += chunk.toString();
+      stream.write(chunk);
+    };
+    child.stdout.on("data", collect(process.stdout));
+    child.stderr.on("data", collect(process.stderr));
+    child.on("error", (error) => {
+      console.error(`${name}: cannot start "${command}": ${error.message}`);
+      resolve({ name, passed: 0, failed: 0, exitCode: 127 });
+    });
+    child.on("close", (code) => {
+      const [passed, failed] = parse(output.replace(/\x1b\[[0-9;]*m/g, ""));
+      resolve({ name, passed, failed, exitCode: code ?? 1 });
+    });
+  });
+}
+
+/** The local binaries `npm ci` installed, so the script works without them on PATH. */
+function local(name: string): string {
+  const path = `node_modules/.bin/${name}`;
+  return existsSync(path) ? path : name;
+}
+
+const bunArgs = process.argv.slice(2);
+const results: RunResult[] = [];
+results.push(
+  await run("bun", process.execPath, ["test", "--timeout", "20000", ...(bunArgs.length > 0 ? bunArgs : ["tests/"])], (out) => [
+    Number(/^\s*(\d+) pass$/m.exec(out)?.[1] ?? 0),
+    Number(/^\s*(\d+) fail$/m.exec(out)?.[1] ?? 0),
+  ]),
+);
+if (bunArgs.length === 0) {
+  results.push(
+    await run(
+      "deno",
+      local("deno"),
+      ["test", "--allow-net", "--allow-env", "--allow-read", "--allow-run", "--allow-write", "tests/deno/client_smoke.ts"],
+      (out) => {
+        const match = /(\d+) passed.*?\| (\d+) failed/.exec(out);
+        return match ? [Number(match[1]), Number(match[2])] : [0, 0];
+      },
+    ),
+  );
+}
+
+const passed = results.reduce((n, r) => n + r.passed, 0);
+const failed = results.reduce((n, r) => n + r.failed, 0);
+const broken = results.filter((r) => r.exitCode !== 0 && r.failed === 0);
+for (const r of results) console.log(`${r.name}: ${r.passed} passed, ${r.failed} failed (exit ${r.exitCode})`);
+for (const r of broken) console.log(`${r.name} exited with ${r.exitCode} without reporting a failed test`);
+const summary = `${passed} passed, ${failed} failed`;
+mkdirSync(".test-output", { recursive: true });
+writeFileSync(".test-output/summary.txt", summary + "\n");
+console.log(summary);
+process.exit(failed > 0 || broken.length > 0 || passed === 0 ? 1 : 0);
