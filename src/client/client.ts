@@ -37,6 +37,9 @@ interface PendingRequest extends Pending {
 
 type Callback = (error: KittenError | null) => void;
 
+/** The longest nack delay the broker accepts (one year); longer requests are capped. */
+const MAX_DELAY_SECONDS = 31_536_000;
+
 export class Client extends EventEmitter {
   #options: ClientOptions | null = null;
   #connections: HostConnection[] = [];
@@ -151,6 +154,7 @@ export class Client extends EventEmitter {
     }
     this.#sends.clear();
     this.#requests.clear();
+    for (const { subscription } of this.#registrations.values()) subscription.abandon(closed);
     this.#registrations.clear();
     this.#connectWaiters = [];
     if (wasConnected) this.emit("disconnect");
@@ -167,7 +171,7 @@ export class Client extends EventEmitter {
   ): Subscription {
     const subscription = new Subscription(this.#nextSub++, kind, channel, handler, options, {
       request: (op) => this.#request(op),
-      forget: (sub) => this.#subscriptions.delete(sub.sub),
+      unsubscribe: (sub) => this.#unsubscribe(sub),
     });
     if (subscription.invalid) {
       const error = subscription.invalid;
@@ -185,6 +189,16 @@ export class Client extends EventEmitter {
     connection.send(subscription.registration(ref));
   }
 
+  /**
+   * A broker that is away forgets the subscription with the connection, and it is not registered
+   * again on reconnect: only the open links need an UNSUBSCRIBE.
+   */
+  #unsubscribe(subscription: Subscription): Promise<void> {
+    this.#subscriptions.delete(subscription.sub);
+    if (!this.isConnected()) return Promise.resolve();
+    return this.#request((ref) => [OP.UNSUBSCRIBE, ref, subscription.sub]);
+  }
+
   #request(build: (ref: number) => unknown[]): Promise<void> {
     const ref = this.#nextRef++;
     const op = build(ref);
@@ -200,7 +214,15 @@ export class Client extends EventEmitter {
     const first = this.#connections.filter((c) => c.isOpen).length === 1;
     // Replay, in this order: registrations (with their current ids), requests, then sends.
     for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
-    for (const request of this.#requests.values()) connection.send(request.op);
+    for (const [ref, request] of this.#requests) {
+      // A subscription closed meanwhile is not registered on this fresh link: nothing to undo.
+      if (!this.#subscriptions.has(request.op[2] as number)) {
+        this.#requests.delete(ref);
+        request.resolve();
+        continue;
+      }
+      connection.send(request.op);
+    }
     for (const [ref, pending] of this.#sends) {
       try {
         this.#checkSize(connection, pending.channel, pending.encoded);
@@ -228,6 +250,9 @@ export class Client extends EventEmitter {
   #onRefused(_connection: HostConnection, error: KittenError): void {
     this.#report(error);
     if (this.#connections.every((c) => c.state === "stopped")) {
+      // Every host refused: the client is idle again and connect() may be called anew.
+      this.#connections = [];
+      this.#options = null;
       for (const waiter of this.#connectWaiters) waiter.reject(error);
       this.#connectWaiters = [];
     }
@@ -294,7 +319,7 @@ export class Client extends EventEmitter {
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
-      if (ok === false) nack(Math.max(0, Number(delaySeconds) || 0));
+      if (ok === false) nack(Math.min(MAX_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0)));
       else connection.ack(sub, tag);
     };
     try {

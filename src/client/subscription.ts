@@ -43,7 +43,8 @@ export type IdCallback = (error: KittenError | null) => void;
 /** The link a subscription needs from the client. */
 export interface SubscriptionHost {
   request(op: (ref: number) => unknown[]): Promise<void>;
-  forget(subscription: Subscription): void;
+  /** Forgets the subscription locally and unregisters it from the brokers that know it. */
+  unsubscribe(subscription: Subscription): Promise<void>;
 }
 
 export class Subscription {
@@ -98,6 +99,11 @@ export class Subscription {
     if (error) this.fail(error);
   }
 
+  /** The client gave up on the registration (disconnect): `ready` settles, the handler is not called. */
+  abandon(error: KittenError): void {
+    this.#settleReady(error);
+  }
+
   fail(error: KittenError): void {
     if (this.kind === "listen") (this.handler as ListenHandler)(error, null, undefined);
     else (this.handler as ConsumeHandler)(error, null, () => {}, undefined);
@@ -115,9 +121,7 @@ export class Subscription {
   /** Stops this registration on every broker. */
   close(callback?: IdCallback): Promise<void> {
     this.#closed = true;
-    this.host.forget(this);
-    const done = this.host.request((ref) => [OP.UNSUBSCRIBE, ref, this.sub]);
-    return withCallback(done, callback);
+    return withCallback(this.host.unsubscribe(this), callback);
   }
 
   #changeIds(id: unknown, add: boolean, callback?: IdCallback): Promise<void> {

@@ -1,0 +1,310 @@
+import { afterEach, expect, it } from "bun:test";
+import { client, KittenError } from "../../mod.ts";
+import {
+  Cleanup,
+  freePort,
+  listenRecorder,
+  type Received,
+  recorder,
+  rejection,
+  startTestBroker,
+  waitFor,
+} from "../helpers/broker.ts";
+
+const cleanup = new Cleanup();
+afterEach(cleanup.run);
+
+const fast = { reconnectDelayMs: 10, maxReconnectDelayMs: 50 };
+let ids = 0;
+const clientId = () => `client-test-${++ids}`;
+
+it("e2e: client calls made before connect() are queued and delivered", async () => {
+  const broker = cleanup.broker();
+  const mq = cleanup.add(client());
+  const got: Received[] = [];
+  const heard: Received[] = [];
+  const worker = mq.consume("early/v1/1", recorder(got));
+  const sub = mq.listen({ endpoint: "early", version: "v1", ids: ["x"] }, listenRecorder(heard));
+  const added = sub.addId("y");
+  const sent = [mq.send("early/v1/1", "first"), mq.send("early/v1/y", "second")];
+  expect(mq.isConnected()).toBe(false);
+
+  await mq.connect({ hosts: [broker.host], clientId: clientId() });
+  await Promise.all([...sent, worker.ready, sub.ready, added]);
+  await waitFor(() => got.length === 1 && heard.length === 1);
+  expect(got[0]!.message).toBe("first");
+  expect(heard[0]!.message).toBe("second");
+  expect(heard[0]!.info.channel.id).toBe("y");
+});
+
+it("e2e: client connect(config, cb), send(channel, data, cb) and disconnect(cb) call back", async () => {
+  const broker = cleanup.broker();
+  const mq = cleanup.add(client());
+  const connectError = await new Promise((resolve) => mq.connect({ hosts: [broker.host], clientId: clientId() }, resolve));
+  expect(connectError).toBeNull();
+  expect(mq.isConnected()).toBe(true);
+
+  const got: Received[] = [];
+  await mq.consume("cb/v1/1", recorder(got)).ready;
+  const sendError = await new Promise((resolve) => mq.send("cb/v1/1", { n: 1 }, resolve));
+  expect(sendError).toBeNull();
+  await waitFor(() => got.length === 1);
+  expect(got[0]!.message).toEqual({ n: 1 });
+
+  const badError = await new Promise<KittenError>((resolve) => mq.send("*/v1/1", 1, resolve as never));
+  expect(badError).toBeInstanceOf(KittenError);
+  expect(badError.code).toBe("BAD_CHANNEL");
+
+  const disconnectError = await new Promise((resolve) => mq.disconnect(resolve));
+  expect(disconnectError).toBeNull();
+  expect(mq.isConnected()).toBe(false);
+});
+
+it("e2e: client emits 'connect' and 'disconnect' as the broker comes and goes", async () => {
+  const port = await freePort();
+  const first = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = cleanup.add(client());
+  const events: string[] = [];
+  let connectInfo: { host?: string; welcome?: { serviceId?: string } } = {};
+  mq.on("connect", (info) => {
+    events.push("connect");
+    connectInfo = info;
+  });
+  mq.on("disconnect", () => events.push("disconnect"));
+  mq.on("error", () => {}); // reconnect failures are reported here while the broker is away
+  await mq.connect({ hosts: [first.host], clientId: clientId(), ...fast });
+  expect(events).toEqual(["connect"]);
+  expect(connectInfo.host).toBe(first.host);
+  expect(connectInfo.welcome?.serviceId).toBe("broker-1");
+
+  await first.stop();
+  await waitFor(() => events.length === 2);
+  expect(events).toEqual(["connect", "disconnect"]);
+  expect(mq.isConnected()).toBe(false);
+  // While the broker is away the client retries every 10-50 ms; each failed attempt is an
+  // 'error', but the client was disconnected once: one 'disconnect', paired with one 'connect'.
+  await Bun.sleep(150);
+  expect(events).toEqual(["connect", "disconnect"]);
+
+  cleanup.add(startTestBroker({ socketServer: { port } }));
+  await waitFor(() => events.length === 3);
+  expect(events).toEqual(["connect", "disconnect", "connect"]);
+  expect(mq.isConnected()).toBe(true);
+});
+
+it("e2e: client send made while the broker is down is confirmed once it is back", async () => {
+  const port = await freePort();
+  const first = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = await cleanup.client(first, fast);
+  mq.on("error", () => {});
+  await first.stop();
+  await waitFor(() => !mq.isConnected());
+
+  let settled = false;
+  const sent = mq.send("down/v1/1", { kept: true }).finally(() => (settled = true));
+  await Bun.sleep(50);
+  expect(settled).toBe(false);
+
+  const second = cleanup.add(startTestBroker({ socketServer: { port } }));
+  await sent;
+  const worker = await cleanup.client(second);
+  const got: Received[] = [];
+  await worker.consume("down/v1/1", recorder(got)).ready;
+  await waitFor(() => got.length === 1);
+  expect(got[0]!.message).toEqual({ kept: true });
+  expect(second.broker.queues.get("down/v1")!.counters.received).toBe(1);
+});
+
+it("e2e: client handlers are registered again after a reconnect", async () => {
+  const port = await freePort();
+  const first = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = await cleanup.client(first, fast);
+  mq.on("error", () => {});
+  const got: Received[] = [];
+  const heard: Received[] = [];
+  await mq.consume("again/v1/1", recorder(got)).ready;
+  await mq.listen("again/v1/*", listenRecorder(heard)).ready;
+  await first.stop();
+  await waitFor(() => !mq.isConnected());
+
+  const second = cleanup.add(startTestBroker({ socketServer: { port } }));
+  await waitFor(() => mq.isConnected());
+  const sender = await cleanup.client(second);
+  // The sender may win the race with the re-registration: the message then waits for it.
+  await sender.send("again/v1/1", "after restart");
+  await waitFor(() => got.length === 1 && heard.length === 1);
+  expect(got[0]!.message).toBe("after restart");
+  expect(heard[0]!.message).toBe("after restart");
+});
+
+it("e2e: client send rejects at once with QUEUE_FULL when maxPendingMessages are unconfirmed", async () => {
+  const port = await freePort(); // nothing listens there
+  const mq = cleanup.add(client());
+  mq.on("error", () => {});
+  const connecting = mq.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), maxPendingMessages: 2, ...fast });
+  connecting.catch(() => {});
+  const first = mq.send("full/v1/1", 1);
+  const second = mq.send("full/v1/1", 2);
+  first.catch(() => {});
+  second.catch(() => {});
+  const start = performance.now();
+  const error = await rejection(mq.send("full/v1/1", 3));
+  expect(performance.now() - start).toBeLessThan(50);
+  expect(error).toBeInstanceOf(KittenError);
+  expect(error.code).toBe("QUEUE_FULL");
+
+  // The callback style gets the same error.
+  const viaCallback = await new Promise<KittenError>((resolve) => mq.send("full/v1/1", 4, resolve as never));
+  expect(viaCallback.code).toBe("QUEUE_FULL");
+});
+
+it("e2e: client disconnect() rejects unconfirmed sends and a pending connect with CLOSED", async () => {
+  const port = await freePort();
+  const broker = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = await cleanup.client(broker, fast);
+  mq.on("error", () => {});
+  await broker.stop();
+  await waitFor(() => !mq.isConnected());
+  const pending = mq.send("closed/v1/1", "never confirmed");
+  const pendingCallback = new Promise<KittenError>((resolve) => mq.send("closed/v1/1", 2, resolve as never));
+  await mq.disconnect();
+  const error = await rejection(pending);
+  expect(error).toBeInstanceOf(KittenError);
+  expect(error.code).toBe("CLOSED");
+  expect((await pendingCallback).code).toBe("CLOSED");
+
+  const other = cleanup.add(client());
+  const connecting = other.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), ...fast });
+  await other.disconnect();
+  expect((await rejection(connecting)).code).toBe("CLOSED");
+});
+
+it("e2e: client connect rejects with AUTH_FAILED on a wrong broker token", async () => {
+  const broker = cleanup.broker({ socketServer: { token: "s3cret" } });
+  const mq = cleanup.add(client());
+  const errors: KittenError[] = [];
+  mq.on("error", (error) => errors.push(error));
+  const error = await rejection(mq.connect({ hosts: [`${broker.host}#bad`], clientId: clientId(), ...fast }));
+  expect(error).toBeInstanceOf(KittenError);
+  expect(error.code).toBe("AUTH_FAILED");
+  expect(mq.isConnected()).toBe(false);
+
+  // Without a token: refused the same way, through the callback.
+  const noToken = cleanup.add(client());
+  const viaCallback = await new Promise<KittenError>((resolve) =>
+    noToken.connect({ hosts: [broker.host], clientId: clientId(), ...fast }, resolve as never).catch(() => {})
+  );
+  expect(viaCallback.code).toBe("AUTH_FAILED");
+
+  // The right token is accepted.
+  const good = await cleanup.client({ host: `${broker.host}#s3cret` });
+  await good.send("auth/v1/1", "ok");
+  // Refusals are not retried blindly: a handful of attempts at most, not a reconnect loop.
+  await Bun.sleep(100);
+  const refusals = broker.logger.lines.filter((l) => l.includes("code=AUTH_FAILED")).length;
+  expect(refusals).toBe(2);
+});
+
+it("e2e: client consume handler that throws gets the message again and reports 'error'", async () => {
+  const broker = cleanup.broker({ requeueInterval: 100 });
+  const mq = await cleanup.client(broker);
+  const errors: Error[] = [];
+  mq.on("error", (error) => errors.push(error));
+  const got: Received[] = [];
+  await mq.consume("throw/v1/1", (err, message, done, info) => {
+    if (err) return;
+    got.push({ message, info: info!, done, at: performance.now() });
+    if (got.length === 1) throw new Error("handler bug");
+    done();
+  }).ready;
+  await mq.send("throw/v1/1", "retry me");
+  await waitFor(() => got.length === 2);
+  expect(got[1]!.info.nbRequeues).toBe(1);
+  expect(errors.map((e) => e.message)).toEqual(["handler bug"]);
+});
+
+it("e2e: client listen handler whose promise rejects gets the message again", async () => {
+  const broker = cleanup.broker({ requeueInterval: 100 });
+  const mq = await cleanup.client(broker);
+  mq.on("error", () => {});
+  const got: Received[] = [];
+  await mq.listen("throw2/v1/1", async (err, message, info) => {
+    if (err) return;
+    got.push({ message, info: info!, done: () => {}, at: performance.now() });
+    if (got.length === 1) throw new Error("async handler bug");
+  }).ready;
+  await mq.send("throw2/v1/1", "again");
+  await waitFor(() => got.length === 2);
+  expect(got[1]!.info.nbRequeues).toBe(1);
+  await waitFor(() => broker.broker.queues.get("throw2/v1")!.live === 0);
+});
+
+it("e2e: client send resolves only after the broker confirmed (the message is in the queue)", async () => {
+  const broker = cleanup.broker();
+  const mq = await cleanup.client(broker);
+  await mq.send("confirm/v1/1", { big: "x".repeat(100_000) });
+  const queue = broker.broker.queues.get("confirm/v1")!;
+  expect(queue.counters.received).toBe(1);
+  expect(queue.depth().waiting).toBe(1);
+  // null and undefined are not messages.
+  expect((await rejection(mq.send("confirm/v1/1", null))).code).toBe("BAD_FORMAT");
+});
+
+it("e2e: client send larger than the broker's maxFrameSize is refused instead of looping on reconnects", async () => {
+  const broker = cleanup.broker({ socketServer: { maxFrameSize: 1024 } });
+  const mq = await cleanup.client(broker, fast);
+  mq.on("error", () => {});
+  const outcome = mq.send("huge/v1/1", "x".repeat(2000)).then(
+    () => "confirmed",
+    (error: KittenError) => error.code,
+  );
+  const result = await Promise.race([outcome, Bun.sleep(500).then(() => "still pending after 500 ms")]);
+  expect(result).toBe("FRAME_TOO_LARGE");
+  // The link is not torn down and rebuilt over and over, and small sends still work.
+  expect(broker.logger.lines.filter((l) => l.includes("code=FRAME_TOO_LARGE")).length).toBeLessThanOrEqual(1);
+  await mq.send("huge/v1/1", "small");
+});
+
+it("e2e: client send is refused with QUEUE_FULL when the broker queue holds maxMessagesPerQueue", async () => {
+  const broker = cleanup.broker({ maxMessagesPerQueue: 2 });
+  const mq = await cleanup.client(broker);
+  await mq.send("bq/v1/1", 1);
+  await mq.send("bq/v1/1", 2);
+  const error = await rejection(mq.send("bq/v1/1", 3));
+  expect(error.code).toBe("QUEUE_FULL");
+  // Another queue is not affected.
+  await mq.send("bq2/v1/1", 1);
+});
+
+it("e2e: client subscription close() while the broker is away settles once it is back", async () => {
+  const port = await freePort();
+  const first = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = await cleanup.client(first, fast);
+  mq.on("error", () => {});
+  const heard: Received[] = [];
+  const sub = mq.listen("gone/v1/1", listenRecorder(heard));
+  await sub.ready;
+  await first.stop();
+  await waitFor(() => !mq.isConnected());
+  const closing = sub.close().then(() => "closed", (error: KittenError) => `rejected with ${error.code}`);
+
+  const second = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const result = await Promise.race([closing, Bun.sleep(1000).then(() => "still pending")]);
+  expect(result).toBe("closed");
+  // And the closed handler was not registered again.
+  const sender = await cleanup.client(second);
+  await sender.send("gone/v1/1", "nobody");
+  expect(second.broker.queues.get("gone/v1")!.depth().waiting).toBe(1);
+  expect(heard).toHaveLength(0);
+});
+
+it("e2e: client connect() can be called again after a refusal (AUTH_FAILED)", async () => {
+  const broker = cleanup.broker({ socketServer: { token: "s3cret" } });
+  const mq = cleanup.add(client());
+  mq.on("error", () => {});
+  const id = clientId();
+  const refused = await rejection(mq.connect({ hosts: [`${broker.host}#wrong`], clientId: id }));
+  expect(refused.code).toBe("AUTH_FAILED");
+  await mq.connect({ hosts: [`${broker.host}#s3cret`], clientId: id });
+  expect(mq.isConnected()).toBe(true);
+});

@@ -1,0 +1,191 @@
+/**
+ * End-to-end helpers: an in-process broker on 127.0.0.1, port 0, with a memory logger (quiet, and
+ * tests can assert on its lines), a connected client, and `waitFor`, which polls instead of sleeping.
+ */
+import {
+  Client,
+  type ClientOptions,
+  type ConsumeHandler,
+  type DeliveryInfo,
+  type Done,
+  type KittenError,
+  type ListenHandler,
+} from "../../mod.ts";
+import { createServer } from "node:net";
+import type { Broker } from "../../src/server/broker.ts";
+import { parseConfig } from "../../src/server/config.ts";
+import { type Logger, memoryLogger } from "../../src/server/log.ts";
+import { startBroker } from "../../src/server/server.ts";
+
+export interface TestBroker {
+  readonly port: number;
+  readonly broker: Broker;
+  readonly logger: Logger & { lines: string[] };
+  /** The client host string: `127.0.0.1:<port>@broker-1`. */
+  readonly host: string;
+  stop(): Promise<void>;
+}
+
+/** Starts a broker; `overrides` are config keys merged over the test defaults (deeply for socketServer). */
+export function startTestBroker(overrides: Record<string, unknown> = {}): TestBroker {
+  const socketServer = {
+    port: 0,
+    host: "127.0.0.1",
+    ...(overrides.socketServer as Record<string, unknown> | undefined),
+  };
+  const config = parseConfig({ isManagementInterface: false, ...overrides, socketServer });
+  const logger = memoryLogger();
+  const server = startBroker(config, { logger });
+  return {
+    port: server.port,
+    broker: server.broker,
+    logger,
+    host: `127.0.0.1:${server.port}@broker-1`,
+    stop: () => server.stop(),
+  };
+}
+
+let clientSeq = 0;
+
+/** Client options for `testBroker`: a unique clientId and a fast reconnect, then `options`. */
+export function clientOptions(testBroker: { host: string }, options: Partial<ClientOptions> = {}): Partial<ClientOptions> {
+  return {
+    hosts: [testBroker.host],
+    clientId: `test-client-${process.pid}-${++clientSeq}`,
+    reconnectDelayMs: 20,
+    maxReconnectDelayMs: 100,
+    ...options,
+  };
+}
+
+/** A client connected to `testBroker`; `options` override the defaults of `clientOptions()`. */
+export async function connectClient(testBroker: { host: string }, options: Partial<ClientOptions> = {}): Promise<Client> {
+  const mq = new Client();
+  await mq.connect(clientOptions(testBroker, options));
+  return mq;
+}
+
+/** Resolves once `predicate()` is truthy, polling every 5 ms; throws after `timeoutMs`. */
+export async function waitFor(
+  predicate: () => unknown,
+  timeoutMs = 2000,
+  what = predicate.toString(),
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`waitFor timed out after ${timeoutMs} ms: ${what}`);
+    await sleep(5);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A port that was free a moment ago (listen on 0, read it, close). */
+export async function freePort(): Promise<number> {
+  return await new Promise<number>((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Tracks everything a test starts so `afterEach(cleanup.run)` stops it, even when the test fails.
+ * Clients are disconnected before brokers are stopped.
+ */
+export class Cleanup {
+  #clients: Client[] = [];
+  #brokers: TestBroker[] = [];
+  #others: (() => unknown)[] = [];
+
+  broker(overrides: Record<string, unknown> = {}): TestBroker {
+    const broker = startTestBroker(overrides);
+    this.#brokers.push(broker);
+    return broker;
+  }
+
+  add<T extends Client | TestBroker>(thing: T): T {
+    if (thing instanceof Client) this.#clients.push(thing);
+    else this.#brokers.push(thing);
+    return thing;
+  }
+
+  defer(fn: () => unknown): void {
+    this.#others.push(fn);
+  }
+
+  async client(testBroker: { host: string }, options: Partial<ClientOptions> = {}): Promise<Client> {
+    const mq = new Client();
+    this.#clients.push(mq); // tracked before connecting: a failed connect is cleaned up too
+    await mq.connect(clientOptions(testBroker, options));
+    return mq;
+  }
+
+  run = async (): Promise<void> => {
+    const clients = this.#clients.splice(0);
+    const brokers = this.#brokers.splice(0);
+    const others = this.#others.splice(0);
+    for (const fn of others) {
+      try {
+        await fn();
+      } catch { /* best effort */ }
+    }
+    for (const mq of clients) await mq.disconnect().catch(() => {});
+    for (const broker of brokers) await broker.stop().catch(() => {});
+  };
+}
+
+/** One delivery as a test handler saw it. */
+export interface Received {
+  message: unknown;
+  info: DeliveryInfo;
+  done: Done;
+  /** performance.now() at delivery. */
+  at: number;
+}
+
+/**
+ * A consume handler that records deliveries in `into`; with `ack: true` (the default) it calls
+ * `done()` at once. Handler errors (refusals) go to `errors`.
+ */
+export function recorder(
+  into: Received[],
+  options: { ack?: boolean; errors?: unknown[] } = {},
+): ConsumeHandler {
+  const ack = options.ack ?? true;
+  return (error, message, done, info) => {
+    if (error) {
+      options.errors?.push(error);
+      return;
+    }
+    into.push({ message, info: info!, done, at: performance.now() });
+    if (ack) done();
+  };
+}
+
+/** A listen handler that records deliveries in `into`. */
+export function listenRecorder(into: Received[], errors?: unknown[]): ListenHandler {
+  return (error, message, info) => {
+    if (error) {
+      errors?.push(error);
+      return;
+    }
+    into.push({ message, info: info!, done: () => {}, at: performance.now() });
+  };
+}
+
+/** Awaits `promise` and returns the error it rejects with (fails when it resolves). */
+export async function rejection(promise: Promise<unknown>): Promise<KittenError> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as KittenError;
+  }
+  throw new Error("expected a rejection, the promise resolved");
+}
