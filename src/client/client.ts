@@ -5,7 +5,17 @@
  * the client, so nothing is lost across reconnects.
  */
 import { EventEmitter } from "node:events";
-import { decode, encode, isErrorCode, KittenError, OP, parseChannel } from "../protocol/mod.ts";
+import {
+  decode,
+  encode,
+  FRAME_HEADER_SIZE,
+  FrameBatch,
+  isErrorCode,
+  KittenError,
+  OP,
+  parseChannel,
+  writeSend,
+} from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { type ClientOptions, defaultOptions, parseHost, parseOptions } from "./options.ts";
 import {
@@ -27,8 +37,8 @@ interface Pending {
 
 interface PendingSend extends Pending {
   channel: string;
-  /** The whole SEND operation, encoded once and written to every broker. */
-  encoded: Uint8Array;
+  /** The whole SEND frame (length prefix included), encoded once and written to every broker. */
+  frame: Uint8Array;
 }
 
 interface PendingRequest extends Pending {
@@ -36,6 +46,9 @@ interface PendingRequest extends Pending {
 }
 
 type Callback = (error: KittenError | null) => void;
+
+/** Encodes each SEND once; its bytes are then copied into every connection's batch. */
+const scratch = new FrameBatch(4096);
 
 /** The longest nack delay the broker accepts (one year); longer requests are capped. */
 const MAX_DELAY_SECONDS = 31_536_000;
@@ -54,6 +67,8 @@ export class Client extends EventEmitter {
   #nextRef = 1;
   #nextSub = 1;
   readonly #idPrefix = randomPrefix();
+  /** Channel names already checked: senders reuse a handful, checking each once is enough. */
+  readonly #validChannels = new Set<string>();
   #idCounter = 0;
   readonly #dial: Dial;
 
@@ -103,7 +118,11 @@ export class Client extends EventEmitter {
       if (typeof channel !== "string") {
         throw new KittenError("BAD_CHANNEL", `Cannot send to ${String(channel)}: channel must be a string "endpoint/version/id"`);
       }
-      parseChannel(channel, "Cannot send to");
+      if (!this.#validChannels.has(channel)) {
+        parseChannel(channel, "Cannot send to");
+        if (this.#validChannels.size >= 10_000) this.#validChannels.clear();
+        this.#validChannels.add(channel);
+      }
       if (data === undefined || data === null) {
         throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the message is ${data}`);
       }
@@ -121,11 +140,12 @@ export class Client extends EventEmitter {
         throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
       }
       const ref = this.#nextRef++;
-      const encoded = encode([OP.SEND, ref, channel, this.#nextMessageId(), body]);
-      for (const connection of this.#connections) if (connection.isOpen) this.#checkSize(connection, channel, encoded);
+      writeSend(scratch, ref, channel, this.#nextMessageId(), body);
+      const frame = scratch.take();
+      for (const connection of this.#connections) if (connection.isOpen) this.#checkSize(connection, channel, frame);
       return new Promise<void>((resolve, reject) => {
-        this.#sends.set(ref, { channel, encoded, resolve, reject });
-        for (const connection of this.#connections) connection.sendEncoded(encoded);
+        this.#sends.set(ref, { channel, frame, resolve, reject });
+        for (const connection of this.#connections) connection.sendFramed(frame);
       });
     } catch (error) {
       return Promise.reject(error);
@@ -225,8 +245,8 @@ export class Client extends EventEmitter {
     }
     for (const [ref, pending] of this.#sends) {
       try {
-        this.#checkSize(connection, pending.channel, pending.encoded);
-        connection.sendEncoded(pending.encoded);
+        this.#checkSize(connection, pending.channel, pending.frame);
+        connection.sendFramed(pending.frame);
       } catch (error) {
         this.#sends.delete(ref);
         pending.reject(error as KittenError);
@@ -342,11 +362,12 @@ export class Client extends EventEmitter {
   }
 
   /** A frame the broker would refuse would close the link and be resent forever: refuse it here. */
-  #checkSize(connection: HostConnection, channel: string, encoded: Uint8Array): void {
-    if (encoded.length <= connection.maxFrameSize) return;
+  #checkSize(connection: HostConnection, channel: string, frame: Uint8Array): void {
+    const size = frame.length - FRAME_HEADER_SIZE;
+    if (size <= connection.maxFrameSize) return;
     throw new KittenError(
       "FRAME_TOO_LARGE",
-      `Cannot send to "${channel}": the message takes ${encoded.length} bytes, ` +
+      `Cannot send to "${channel}": the message takes ${size} bytes, ` +
         `more than the maxFrameSize ${connection.maxFrameSize} of "${connection.host.label}"`,
     );
   }

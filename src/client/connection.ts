@@ -80,10 +80,10 @@ export class HostConnection {
     this.#scheduleFlush();
   }
 
-  /** Queues an operation already encoded (a send is encoded once for every broker). */
-  sendEncoded(body: Uint8Array): void {
+  /** Queues a frame already encoded with its length prefix (a send is encoded once for every broker). */
+  sendFramed(frame: Uint8Array): void {
     if (this.state !== "open") return;
-    this.#batch.push(body);
+    this.#batch.pushFramed(frame);
     this.#scheduleFlush();
   }
 

@@ -12,6 +12,8 @@ const options = {
   bundleStrings: false,
   mapsAsObjects: true,
   tagUint8Array: false,
+  // Integers above 2^32 (timestamps in ms) decode as numbers, not BigInt.
+  int64AsNumber: true,
 } as const;
 // Untrusted maps cannot pollute prototypes: cbor-x renames a "__proto__" key to "__proto_"
 // (tested in tests/protocol/cbor_test.ts). Deep nesting throws a RangeError, which callers

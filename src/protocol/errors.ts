@@ -41,6 +41,28 @@ export const ERRORS = {
   CONFIG_INVALID: { status: 400, fatal: true },
   /** A bug in the broker; the connection stays open and the broker keeps running. */
   INTERNAL: { status: 500, fatal: false },
+  /** The client's public key differs from the key pinned for its client id (rotation: unpin it first). */
+  KEY_MISMATCH: { status: 401, fatal: true },
+  /** The hello token's `exp` has passed. */
+  TOKEN_EXPIRED: { status: 401, fatal: true },
+  /** The hello token was made for another challenge (its nonce is not this connection's): a replay. */
+  TOKEN_REPLAYED: { status: 401, fatal: true },
+  /** The hello token's `aud` is not this broker's `serviceId`. */
+  BAD_AUDIENCE: { status: 401, fatal: true },
+  /** The hello token is not signed with EdDSA (`none`, `HS256`, or any other algorithm). */
+  BAD_ALGORITHM: { status: 401, fatal: true },
+  /** The hello token's signature does not verify with the client's (pinned) public key. */
+  BAD_SIGNATURE: { status: 401, fatal: true },
+  /** The hello token's `iss` is not the client id the connection claims. */
+  BAD_ISSUER: { status: 401, fatal: true },
+  /** The client id is not 1 to 128 of letters, digits, ".", "_", "-" (not starting with "."). */
+  BAD_CLIENT_ID: { status: 400, fatal: true },
+  /** Rules are configured and no rule's `client` matches this new (unpinned) client id. */
+  UNKNOWN_CLIENT: { status: 403, fatal: true },
+  /** An exclusive (`!`) id is already owned by another client's registrations. */
+  EXCLUSIVE_TAKEN: { status: 409, fatal: false },
+  /** A key file is missing its pair, unreadable, or does not hold a valid key (client side). */
+  KEY_FILE_ERROR: { status: 500, fatal: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -117,8 +117,10 @@ export class FrameBatch {
   #buffer: Uint8Array;
   #length = 0;
   #frames = 0;
+  /** Offset of the frame being written with beginFrame()/endFrame(). */
+  #frameStart = -1;
 
-  constructor(initialSize = 64 * 1024) {
+  constructor(initialSize = 16 * 1024) {
     this.#buffer = new Uint8Array(initialSize);
   }
 
@@ -132,23 +134,131 @@ export class FrameBatch {
 
   /** Appends one frame whose CBOR body is `body`. */
   push(body: Uint8Array): void {
-    const needed = this.#length + FRAME_HEADER_SIZE + body.length;
-    if (needed > this.#buffer.length) this.#grow(needed);
+    this.#reserve(FRAME_HEADER_SIZE + body.length);
     writeLength(this.#buffer, this.#length, body.length);
     this.#buffer.set(body, this.#length + FRAME_HEADER_SIZE);
-    this.#length = needed;
+    this.#length += FRAME_HEADER_SIZE + body.length;
     this.#frames++;
   }
 
-  /** Returns the collected bytes (a fresh buffer owned by the caller) and empties the batch. */
+  /** Appends frames that already carry their length prefix (from another batch's take()). */
+  pushFramed(frames: Uint8Array, count = 1): void {
+    this.#reserve(frames.length);
+    this.#buffer.set(frames, this.#length);
+    this.#length += frames.length;
+    this.#frames += count;
+  }
+
+  // ── writing a frame item by item (hot_ops.ts) ──────────────────────────────────────────────
+
+  /** Starts a frame whose body is written with the item methods below. */
+  beginFrame(): void {
+    this.#reserve(FRAME_HEADER_SIZE);
+    this.#frameStart = this.#length;
+    this.#length += FRAME_HEADER_SIZE;
+  }
+
+  endFrame(): void {
+    writeLength(this.#buffer, this.#frameStart, this.#length - this.#frameStart - FRAME_HEADER_SIZE);
+    this.#frameStart = -1;
+    this.#frames++;
+  }
+
+  arrayHeader(length: number): void {
+    this.#head(4, length);
+  }
+
+  /** An unsigned integer up to Number.MAX_SAFE_INTEGER. */
+  uint(value: number): void {
+    this.#head(0, value);
+  }
+
+  text(value: string): void {
+    const length = value.length;
+    this.#reserve(9 + length * 3);
+    // ASCII fast path: one byte per character, no encoder call.
+    let ascii = true;
+    for (let i = 0; i < length; i++) {
+      if (value.charCodeAt(i) >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) {
+      this.#head(3, length);
+      const buffer = this.#buffer;
+      let at = this.#length;
+      for (let i = 0; i < length; i++) buffer[at++] = value.charCodeAt(i);
+      this.#length = at;
+      return;
+    }
+    const encoded = textEncoder.encode(value);
+    this.#head(3, encoded.length);
+    this.#buffer.set(encoded, this.#length);
+    this.#length += encoded.length;
+  }
+
+  bytes(value: Uint8Array): void {
+    this.#reserve(9 + value.length);
+    this.#head(2, value.length);
+    this.#buffer.set(value, this.#length);
+    this.#length += value.length;
+  }
+
+  /** Returns the collected bytes (a buffer owned by the caller) and empties the batch. */
   take(): Uint8Array {
-    const out = this.#buffer.slice(0, this.#length);
+    let out: Uint8Array;
+    if (this.#length > this.#buffer.length >> 1) {
+      // Mostly full: hand the buffer itself out rather than copying most of it.
+      out = this.#buffer.subarray(0, this.#length);
+      this.#buffer = new Uint8Array(this.#buffer.length);
+    } else {
+      out = this.#buffer.slice(0, this.#length);
+    }
     this.#length = 0;
     this.#frames = 0;
     return out;
   }
 
-  #grow(needed: number): void {
+  /** A CBOR item head: major type and argument, in the shortest form (RFC 8949 §3). */
+  #head(major: number, value: number): void {
+    this.#reserve(9);
+    const buffer = this.#buffer;
+    let at = this.#length;
+    const type = major << 5;
+    if (value < 24) buffer[at++] = type | value;
+    else if (value < 0x100) {
+      buffer[at++] = type | 24;
+      buffer[at++] = value;
+    } else if (value < 0x10000) {
+      buffer[at++] = type | 25;
+      buffer[at++] = value >>> 8;
+      buffer[at++] = value & 0xff;
+    } else if (value < 0x100000000) {
+      buffer[at++] = type | 26;
+      buffer[at++] = value >>> 24;
+      buffer[at++] = (value >>> 16) & 0xff;
+      buffer[at++] = (value >>> 8) & 0xff;
+      buffer[at++] = value & 0xff;
+    } else {
+      buffer[at++] = type | 27;
+      const high = Math.floor(value / 0x100000000);
+      const low = value >>> 0;
+      buffer[at++] = high >>> 24;
+      buffer[at++] = (high >>> 16) & 0xff;
+      buffer[at++] = (high >>> 8) & 0xff;
+      buffer[at++] = high & 0xff;
+      buffer[at++] = low >>> 24;
+      buffer[at++] = (low >>> 16) & 0xff;
+      buffer[at++] = (low >>> 8) & 0xff;
+      buffer[at++] = low & 0xff;
+    }
+    this.#length = at;
+  }
+
+  #reserve(extra: number): void {
+    const needed = this.#length + extra;
+    if (needed <= this.#buffer.length) return;
     let size = this.#buffer.length * 2;
     while (size < needed) size *= 2;
     const next = new Uint8Array(size);
@@ -156,3 +266,5 @@ export class FrameBatch {
     this.#buffer = next;
   }
 }
+
+const textEncoder = new TextEncoder();

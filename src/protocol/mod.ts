@@ -9,3 +9,4 @@ export * from "./frame.ts";
 export * from "./ops.ts";
 export * from "./channel.ts";
 export { decode, encode } from "./cbor.ts";
+export * from "./hot_ops.ts";

@@ -3,13 +3,13 @@
  * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
-import { type Channel, KittenError, parseChannel, queueName } from "../protocol/mod.ts";
+import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
 import { channelSettings, type Config } from "./config.ts";
+import { RecentIds } from "./dedup.ts";
 import { Logger } from "./log.ts";
 import { Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
-import { MemoryStore } from "./store/memory_store.ts";
 import type { Store } from "./store/store.ts";
 import type { Copy } from "./message.ts";
 import type { Session } from "./session.ts";
@@ -17,17 +17,15 @@ import type { Session } from "./session.ts";
 export interface BrokerOptions {
   now?: () => number;
   logger?: Logger;
-  store?: Store;
+  /** Where messages are kept safe; none (the default) keeps them in the queues' memory only. */
+  store?: Store | null;
 }
-
-/** How many recent message ids are remembered to drop a resent duplicate. */
-export const DEDUP_WINDOW = 200_000;
 
 export class Broker {
   config: Config;
   readonly now: () => number;
   readonly log: Logger;
-  readonly store: Store;
+  readonly store: Store | null;
   readonly stats: Stats;
   readonly queues = new Map<string, Queue>();
   readonly sessions = new Set<Session>();
@@ -35,18 +33,18 @@ export class Broker {
   readonly dirty = new Set<Session>();
   /** True after soft-stop started: new connections and sends are refused. */
   stopping = false;
-  /** Recently accepted message ids, oldest first (Map keeps insertion order). */
-  readonly #recentIds = new Map<string, true>();
+  /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
+  readonly #recentIds = new RecentIds();
   #seq = 0;
   #handlerSeq = 0;
-  /** Parsed channel names: senders reuse a handful of names, parsing each once is enough. */
-  readonly #channels = new Map<string, Channel>();
+  /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
+  readonly #routes = new Map<string, { destination: string; queue: Queue }>();
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.config = config;
     this.now = options.now ?? Date.now;
     this.log = options.logger ?? new Logger(config.logLevel);
-    this.store = options.store ?? new MemoryStore();
+    this.store = options.store ?? null;
     this.stats = new Stats(this.now());
   }
 
@@ -68,7 +66,7 @@ export class Broker {
       queue = new Queue(name, channelSettings(this.config, name), {
         now: this.now,
         onDead: (copy, reason) => this.#onDead(copy, reason),
-        onSettled: (message) => this.store.remove(message.id),
+        onSettled: (message) => this.store?.remove(message),
       });
       this.queues.set(name, queue);
     }
@@ -82,19 +80,18 @@ export class Broker {
    */
   send(channelName: string, messageId: string, body: Uint8Array): void | Promise<void> {
     if (this.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const channel = this.#parse(channelName);
+    const { destination, queue } = this.#route(channelName);
     if (this.#recentIds.has(messageId)) return;
-    const queue = this.queue(queueName(channel.endpoint, channel.version));
     if (queue.live >= this.config.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",
         `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
       );
     }
-    this.#remember(messageId);
+    this.#recentIds.add(messageId);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
-    const message = new Message(messageId, queue.name, channel.id, body.slice(), this.now(), this.#seq++);
-    const stored = this.store.append(message);
+    const message = new Message(messageId, queue.name, destination, body.slice(), this.now(), this.#seq++);
+    const stored = this.store?.append(message);
     this.stats.counters.received++;
     if (stored === undefined) return queue.publish(message);
     return stored.then(() => queue.publish(message));
@@ -132,18 +129,14 @@ export class Broker {
     this.dirty.clear();
   }
 
-  #parse(name: string): Channel {
-    let channel = this.#channels.get(name);
-    if (channel) return channel;
-    channel = parseChannel(name, "Cannot send to");
-    if (this.#channels.size >= 10_000) this.#channels.clear();
-    this.#channels.set(name, channel);
-    return channel;
-  }
-
-  #remember(messageId: string): void {
-    this.#recentIds.set(messageId, true);
-    if (this.#recentIds.size > DEDUP_WINDOW) this.#recentIds.delete(this.#recentIds.keys().next().value!);
+  #route(name: string): { destination: string; queue: Queue } {
+    let route = this.#routes.get(name);
+    if (route) return route;
+    const channel = parseChannel(name, "Cannot send to");
+    route = { destination: channel.id, queue: this.queue(queueName(channel.endpoint, channel.version)) };
+    if (this.#routes.size >= 10_000) this.#routes.clear();
+    this.#routes.set(name, route);
+    return route;
   }
 
   /**
@@ -171,7 +164,7 @@ export class Broker {
       messageId: message.id,
       deliveries: copy.deliveries,
     };
-    const stored = this.store.append(dead);
+    const stored = this.store?.append(dead);
     if (stored === undefined) queue.publish(dead);
     else stored.then(() => queue.publish(dead), (error) => this.log.error("queue", `dead letter not stored: ${error}`));
   }

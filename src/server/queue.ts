@@ -61,11 +61,10 @@ export class Queue {
   /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
   #parkBatch: Copy[] | null = null;
   /**
-   * In-flight copies by tag. A Map iterates in insertion order, which is deadline order (one
-   * `requeueInterval` per queue), and deletes in O(1) on ack: a list with lazy deletion would keep
-   * every acked message alive until its deadline passed.
+   * Registered handlers. Ack timeouts scan each one's `inflight` map, which iterates in delivery
+   * order, that is deadline order: no second per-delivery index to maintain on the hot path.
    */
-  readonly #timeouts = new Map<number, Copy>();
+  readonly #handlers = new Set<Handler>();
   readonly #delayed = new MinHeap<Copy>();
   #inflight = 0;
 
@@ -75,6 +74,7 @@ export class Queue {
 
   /** Adds a handler, hands it the messages waiting for its ids, then fills its prefetch. */
   subscribe(handler: Handler): void {
+    this.#handlers.add(handler);
     const group = this.#group(handler);
     for (const id of handler.ids) this.#index(group, handler, id);
     this.#flushWaiting(group, handler.ids);
@@ -107,6 +107,7 @@ export class Queue {
    * once: waiting for the ack timeout would delay them for nothing.
    */
   unsubscribe(handler: Handler): void {
+    this.#handlers.delete(handler);
     const group = this.#groups.get(handler.groupKey);
     if (!group) return;
     for (const id of handler.ids) this.#unindex(group, handler, id);
@@ -145,7 +146,6 @@ export class Queue {
   ack(copy: Copy): void {
     const handler = copy.handler!;
     handler.inflight.delete(copy.tag);
-    this.#timeouts.delete(copy.tag);
     this.#inflight--;
     this.counters.acked++;
     this.#settle(copy);
@@ -173,7 +173,7 @@ export class Queue {
 
   /** True when the queue holds timed work, so the broker's timer must keep visiting it. */
   get hasTimers(): boolean {
-    return this.#timeouts.size > 0 || this.#delayed.length > 0 ||
+    return this.#inflight > 0 || this.#delayed.length > 0 ||
       (this.settings.ttl !== null && this.#waiting.size > 0);
   }
 
@@ -238,7 +238,6 @@ export class Queue {
     handler.inflight.set(copy.tag, copy);
     pool.group.cursor = handler.seq;
     this.#inflight++;
-    this.#timeouts.set(copy.tag, copy);
     this.counters.delivered++;
     handler.sink.deliver(copy, handler);
   }
@@ -251,30 +250,35 @@ export class Queue {
     const group = pool.group;
     let after: Handler | null = null;
     let first: Handler | null = null;
-    const lists = [group.handlers.get(pool.destination), pool.destination === "*" ? undefined : group.handlers.get("*")];
-    for (const list of lists) {
-      if (!list) continue;
+    const scan = (list: Handler[] | undefined) => {
+      if (!list) return;
       for (const handler of list) {
         if (!handler.canTake()) continue;
         if (handler.seq > group.cursor) {
           if (!after || handler.seq < after.seq) after = handler;
         } else if (!first || handler.seq < first.seq) first = handler;
       }
-    }
+    };
+    scan(group.handlers.get(pool.destination));
+    if (pool.destination !== "*") scan(group.handlers.get("*"));
     return after ?? first;
   }
 
   /** The pool, among those this handler may serve, whose next copy is the oldest. */
   #oldestReadyFor(group: Group, handler: Handler): Pool | null {
+    if (group.readyPools.size === 0) return null;
     let best: Pool | null = null;
-    const consider = (pool: Pool | undefined) => {
-      const head = pool?.ready.peek();
-      if (head && (!best || head.message.seq < best.ready.peek()!.message.seq)) best = pool!;
-    };
+    let bestSeq = Infinity;
     if (handler.ids.has("*")) {
-      for (const pool of group.readyPools) consider(pool);
-    } else {
-      for (const id of handler.ids) consider(group.pools.get(id));
+      for (const pool of group.readyPools) {
+        const seq = pool.ready.peek()!.message.seq;
+        if (seq < bestSeq) [best, bestSeq] = [pool, seq];
+      }
+      return best;
+    }
+    for (const id of handler.ids) {
+      const head = group.pools.get(id)?.ready.peek();
+      if (head && head.message.seq < bestSeq) [best, bestSeq] = [group.pools.get(id)!, head.message.seq];
     }
     return best;
   }
@@ -284,7 +288,6 @@ export class Queue {
   /** Takes a copy back from its handler: requeued (now or later) or dead past the limit. */
   #release(copy: Copy, delaySeconds: number): void {
     copy.handler!.inflight.delete(copy.tag);
-    this.#timeouts.delete(copy.tag);
     copy.handler = null;
     this.#inflight--;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
@@ -306,13 +309,20 @@ export class Queue {
   }
 
   #expireDeliveries(now: number): void {
-    for (const copy of this.#timeouts.values()) {
-      // After a reload that shortens requeueInterval, later entries may be due before this one;
-      // they are then handled at most one old interval late, which keeps this O(1) per delivery.
-      if (copy.at > now) return;
-      this.counters.timeout++;
-      const handler = copy.handler!;
-      this.#release(copy, 0);
+    for (const handler of this.#handlers) {
+      if (handler.inflight.size === 0) continue;
+      const due: Copy[] = [];
+      for (const copy of handler.inflight.values()) {
+        // After a reload that shortens requeueInterval, later deliveries may be due before this
+        // one; they are then handled at most one old interval late, keeping this O(due).
+        if (copy.at > now) break;
+        due.push(copy);
+      }
+      if (due.length === 0) continue;
+      for (const copy of due) {
+        this.counters.timeout++;
+        this.#release(copy, 0);
+      }
       this.pump(handler);
     }
   }

@@ -40,7 +40,7 @@ export function startBroker(config: Config, options: BrokerOptions = {}): Broker
       stopped ??= (async () => {
         clearInterval(timer);
         listener.stop(true);
-        await broker.store.close();
+        await broker.store?.close();
         broker.log.info("broker", "stopped");
       })();
       return stopped;

@@ -24,7 +24,7 @@ import {
   OP,
   opOf,
   refOf,
-  WILDCARD,
+  writeDeliver,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
@@ -218,17 +218,18 @@ export class Session implements DeliverySink {
 
   deliver(copy: Copy, handler: Handler): void {
     const message = copy.message;
-    this.#push([
-      OP.DELIVER,
-      handler.sub,
-      copy.tag,
-      message.id,
-      copy.destination,
-      copy.deliveries - 1,
-      message.body,
-      message.created,
-      ...(message.deadLetter ? [message.deadLetter] : []),
-    ]);
+    if (message.deadLetter) {
+      this.#push([
+        OP.DELIVER, handler.sub, copy.tag, message.id, copy.destination, copy.deliveries - 1, message.body,
+        message.created, message.deadLetter,
+      ]);
+    } else {
+      writeDeliver(
+        this.#batch, handler.sub, copy.tag, message.id, copy.destination, copy.deliveries - 1, message.body,
+        message.created,
+      );
+      this.#broker.dirty.add(this);
+    }
     this.#broker.stats.counters.sent++;
   }
 

@@ -22,8 +22,8 @@ export interface Store {
    * memory, after the commit that holds it for a durable store (then a promise).
    */
   append(message: StoredMessage): void | Promise<void>;
-  /** Forgets a message whose every copy is settled (acked or dead). */
-  remove(id: string): void;
+  /** Forgets a message whose every copy is settled (acked or dead); given the appended object. */
+  remove(message: StoredMessage): void;
   /** Every message not yet removed, in arrival order (recovery at start). */
   load(): StoredMessage[];
   /** Flushes what is pending and releases resources. */

@@ -1,0 +1,694 @@
+/**
+ * `npm run bench`: throughput and publish→deliver latency of Kitten-MQ on loopback.
+ *
+ *   bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]
+ *
+ * Every run starts a fresh broker subprocess (`bun src/cli/main.ts start --config <tmp>`, port 0)
+ * and separate client processes (`scripts/bench_client.ts`), so the CPU of the clients competes
+ * with the broker's exactly as it does in real life on the same machine.
+ *
+ *   (a) work queue  1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking
+ *   (b) fan-out     1 publisher → 4 listening clients (4 processes, 4 clientIds)
+ *   (c) fixed rate  1 publisher at 5,000 msg/s for 5 s → 1 consumer acking (latency)
+ *
+ * Each scenario runs 3 times (1 with --quick); the table shows every run and the median of each
+ * column. A run that exceeds its timeout is killed (broker and clients) and reported as failed.
+ * `--profile DIR` runs every process with `bun --cpu-prof-md` and leaves the profiles in DIR.
+ */
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import type { Subprocess } from "bun";
+import { encode } from "../src/protocol/cbor.ts";
+import { payload } from "./bench_client.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const BUN = process.execPath;
+const CLIENT = join(ROOT, "scripts", "bench_client.ts");
+const BROKER_CONFIG = {
+  socketServer: { port: 0 },
+  isManagementInterface: false,
+  logLevel: 3,
+  prefetch: 1000,
+  listenerPrefetch: 1000,
+  maxItemsInQueue: 1000000,
+};
+const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
+
+// ── arguments ──────────────────────────────────────────────────────────────────────────────────
+
+const { values: args } = parseArgs({
+  args: process.argv.slice(2),
+  options: {
+    quick: { type: "boolean", default: false },
+    runs: { type: "string" },
+    only: { type: "string" },
+    timeout: { type: "string" },
+    json: { type: "string" },
+    profile: { type: "string" },
+    help: { type: "boolean", short: "h", default: false },
+  },
+});
+if (args.help) {
+  console.log(
+    "usage: bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]",
+  );
+  process.exit(0);
+}
+const QUICK = args.quick;
+const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
+const ONLY = new Set((args.only ?? "a,b,c").split(",").map((s) => s.trim()));
+const SIZES = QUICK
+  ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
+  : { a: 200_000, b: 100_000, rate: 5_000, seconds: 5, warmup: 0.5 };
+/** Per run: past it the broker and clients are killed and the run is reported as failed. */
+const TIMEOUT_MS = (args.timeout ? Number(args.timeout) : QUICK ? 30 : 60) * 1000;
+/** Extra `bun` flags for every process: CPU profiles (markdown) written on exit into one folder. */
+const BUN_FLAGS = args.profile ? ["--cpu-prof-md", `--cpu-prof-dir=${resolve(args.profile)}`] : [];
+const WINDOW = 2000;
+const PREFETCH = 1000;
+const LISTENERS = 4;
+if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
+if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of seconds > 0: ${args.timeout}`);
+
+// ── processes ──────────────────────────────────────────────────────────────────────────────────
+
+/** Every live subprocess, so SIGINT and timeouts can end them (by their handle, never by name). */
+const live = new Set<Subprocess>();
+const tempDirs = new Set<string>();
+
+/** A subprocess whose stdout speaks line by line: `ready`, `result <json>`, `partial <json>`. */
+class Child {
+  readonly proc: Subprocess<"ignore", "pipe", "pipe">;
+  readonly lines: string[] = [];
+  stderr = "";
+  readonly exited: Promise<number>;
+  #waiters: { prefix: string; resolve(line: string): void; reject(error: Error): void }[] = [];
+
+  constructor(readonly name: string, cmd: string[]) {
+    this.proc = Bun.spawn(cmd, { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    live.add(this.proc);
+    void this.#read(this.proc.stdout, (line) => this.#line(line));
+    void this.#read(this.proc.stderr, (line) => {
+      this.stderr = (this.stderr + line + "\n").slice(-4000);
+    });
+    this.exited = this.proc.exited.then((code) => {
+      live.delete(this.proc);
+      // Let the last stdout lines arrive before failing those still waiting.
+      setTimeout(() => {
+        for (const waiter of this.#waiters) {
+          waiter.reject(new Error(`${this.name} exited with code ${code} before "${waiter.prefix}"${this.#tail()}`));
+        }
+        this.#waiters = [];
+      }, 50);
+      return code;
+    });
+  }
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+
+  /** Resolves with the rest of the first line (past or future) that starts with `prefix`. */
+  waitFor(prefix: string): Promise<string> {
+    const found = this.lines.find((line) => line.startsWith(prefix));
+    if (found !== undefined) return Promise.resolve(found.slice(prefix.length).trim());
+    return new Promise((resolve, reject) => this.#waiters.push({ prefix, resolve, reject }));
+  }
+
+  async waitJson<T>(prefix: string): Promise<T> {
+    return JSON.parse(await this.waitFor(prefix)) as T;
+  }
+
+  /** SIGTERM, then SIGKILL if it is still there after `graceMs`. */
+  async stop(graceMs = 1000): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill("SIGTERM");
+    const timer = setTimeout(() => this.proc.kill("SIGKILL"), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  #line(line: string): void {
+    this.lines.push(line);
+    this.#waiters = this.#waiters.filter((waiter) => {
+      if (!line.startsWith(waiter.prefix)) return true;
+      waiter.resolve(line.slice(waiter.prefix.length).trim());
+      return false;
+    });
+  }
+
+  #tail(): string {
+    const text = this.stderr.trim();
+    return text ? `; stderr: ${text.split("\n").slice(-5).join(" | ")}` : "";
+  }
+
+  async #read(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void): Promise<void> {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of stream) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let newline: number;
+      while ((newline = buffered.indexOf("\n")) >= 0) {
+        onLine(buffered.slice(0, newline));
+        buffered = buffered.slice(newline + 1);
+      }
+    }
+    if (buffered) onLine(buffered);
+  }
+}
+
+interface Broker {
+  child: Child;
+  port: number;
+  dir: string;
+  /** Set when we stop it: an exit before that is a crash. */
+  stopping: boolean;
+}
+
+async function startBroker(): Promise<Broker> {
+  const dir = await mkdtemp(join(tmpdir(), "kitten-mq-bench-"));
+  tempDirs.add(dir);
+  const configPath = join(dir, "kitten-mq.config.json");
+  await writeFile(configPath, JSON.stringify(BROKER_CONFIG));
+  const child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
+  const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
+  const port = Number(/:(\d+)$/.exec(line)?.[1]);
+  if (!Number.isInteger(port) || port <= 0) throw new Error(`cannot parse the broker port from "${line}"`);
+  return { child, port, dir, stopping: false };
+}
+
+async function stopBroker(broker: Broker): Promise<void> {
+  broker.stopping = true;
+  await broker.child.stop(3000);
+  await rm(broker.dir, { recursive: true, force: true });
+  tempDirs.delete(broker.dir);
+}
+
+function spawnClient(role: string, options: Record<string, unknown>): Child {
+  return new Child(`${role} ${options.clientId}`, [BUN, ...BUN_FLAGS, CLIENT, role, JSON.stringify(options)]);
+}
+
+/** CPU seconds the whole machine spent busy (every core, every process), from /proc/stat. */
+async function machineBusySeconds(): Promise<number> {
+  try {
+    const [user, nice, system, _idle, _iowait, irq, softirq, steal] = (await readFile("/proc/stat", "utf8"))
+      .split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU seconds (user, system) a live process has used so far, from /proc/<pid>/stat. */
+async function cpuTimes(pid: number): Promise<Cpu> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK }; // utime, stime
+  } catch {
+    return { user: NaN, system: NaN };
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// ── one run ────────────────────────────────────────────────────────────────────────────────────
+
+/** CPU seconds. */
+interface Cpu {
+  user: number;
+  system: number;
+}
+
+const cpuTotal = (cpu: Cpu) => cpu.user + cpu.system;
+
+interface Latency {
+  n: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
+
+interface ReceiverResult {
+  role: string;
+  clientId: string;
+  expected: number;
+  received: number;
+  duplicates: number;
+  outOfRange: number;
+  errors: number;
+  firstAt: number;
+  lastAt: number;
+  latency: Latency | null;
+  cpu: { userMs: number; systemMs: number };
+}
+
+interface PublisherResult {
+  role: string;
+  sent: number;
+  confirmed: number;
+  failed: number;
+  firstError: string;
+  firstAt: number;
+  lastSendAt: number;
+  lastConfirmAt: number;
+  achievedRate?: number;
+  maxBatch?: number;
+  maxBehindMs?: number;
+  /** CPU used before the first send (process start, connect). */
+  startCpu: { userMs: number; systemMs: number };
+  cpu: { userMs: number; systemMs: number };
+}
+
+interface RunResult {
+  /** Headline rate: msgs/s (a, c) or deliveries/s (b). */
+  rate: number;
+  /** Publisher's confirmed sends per second. */
+  confirmRate: number;
+  p50: number;
+  p99: number;
+  max: number;
+  elapsedS: number;
+  duplicates: number;
+  failedSends: number;
+  /** Messages delivered (all receivers): the divisor of the CPU-per-message figures. */
+  deliveries: number;
+  /** CPU while messages flowed: broker and receivers from the publisher's start, publisher from its first send. */
+  cpu: { broker: Cpu; publisher: Cpu; receivers: Cpu };
+  /** Cores kept busy by processes outside the benchmark during the run (shared machine). */
+  otherCores: number;
+  note: string;
+}
+
+interface Plan {
+  receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
+  publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
+}
+
+async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
+  const broker = await startBroker();
+  const children: Child[] = [];
+  try {
+    const host = `127.0.0.1:${broker.port}@broker-1`;
+    const work = (async () => {
+      const receivers = plan.receivers.map((r) => spawnClient(r.role, { host, ...r.options }));
+      children.push(...receivers);
+      await Promise.all(receivers.map((child) => child.waitFor("ready")));
+      const before = await snapshot(broker, receivers);
+      const publisher = spawnClient(plan.publisher.role, { host, ...plan.publisher.options });
+      children.push(publisher);
+      const [published, ...received] = await Promise.all([
+        publisher.waitJson<PublisherResult>("result"),
+        ...receivers.map((child) => child.waitJson<ReceiverResult>("result")),
+      ]);
+      const after = await snapshot(broker, []);
+      return summarize(published!, received as ReceiverResult[], before, after);
+    })();
+    const crashed = new Promise<never>((_, reject) => {
+      broker.child.exited.then((code) => {
+        if (!broker.stopping) {
+          reject(new Error(`the broker exited with code ${code}: ${broker.child.stderr.trim().slice(-300)}`));
+        }
+      });
+    });
+    return await withTimeout(Promise.race([work, crashed]), timeoutMs, `timed out after ${timeoutMs / 1000} s`).catch(
+      async (error) => {
+        throw new Error(`${(error as Error).message}${await progress(children)}`);
+      },
+    );
+  } finally {
+    await Promise.all(children.map((child) => child.stop()));
+    await stopBroker(broker);
+  }
+}
+
+interface Snapshot {
+  at: number;
+  machine: number;
+  self: Cpu;
+  broker: Cpu;
+  receivers: Cpu[];
+}
+
+/** CPU counters at one moment: the machine, this process, the broker and the receivers. */
+async function snapshot(broker: Broker, receivers: Child[]): Promise<Snapshot> {
+  const self = process.cpuUsage();
+  return {
+    at: performance.now(),
+    machine: await machineBusySeconds(),
+    self: { user: self.user / 1e6, system: self.system / 1e6 },
+    broker: await cpuTimes(broker.child.pid),
+    receivers: await Promise.all(receivers.map((child) => cpuTimes(child.pid))),
+  };
+}
+
+/** What each child had done when a run failed: receivers print `partial` on SIGTERM. */
+async function progress(children: Child[]): Promise<string> {
+  const notes: string[] = [];
+  for (const child of children) {
+    if (child.proc.exitCode === null && child.proc.signalCode === null) {
+      child.proc.kill("SIGTERM");
+      const partial = await withTimeout(child.waitJson<ReceiverResult>("partial"), 1000, "").catch(() => null);
+      if (partial) {
+        notes.push(`${child.name}: ${partial.received}/${partial.expected} received, ${partial.duplicates} duplicates`);
+      } else notes.push(`${child.name}: no report`);
+    } else {
+      notes.push(`${child.name}: exited ${child.proc.exitCode ?? child.proc.signalCode}`);
+    }
+    const stderr = child.stderr.trim();
+    if (stderr) notes.push(`  ${child.name} stderr: ${stderr.split("\n").slice(-3).join(" | ")}`);
+  }
+  return notes.length > 0 ? `\n      ${notes.join("\n      ")}` : "";
+}
+
+function summarize(
+  published: PublisherResult,
+  received: ReceiverResult[],
+  before: Snapshot,
+  after: Snapshot,
+): RunResult {
+  const lastAt = Math.max(...received.map((r) => r.lastAt));
+  const elapsedS = (lastAt - published.firstAt) / 1000;
+  const deliveries = received.reduce((sum, r) => sum + r.received, 0);
+  const latencies = received.map((r) => r.latency).filter((l): l is Latency => l !== null);
+  // Several listeners: each one's percentiles are exact; the table shows the worst listener's.
+  const worst = (key: keyof Latency) => Math.max(...latencies.map((l) => l[key]));
+  const cpuS = (c: { userMs: number; systemMs: number }): Cpu => ({ user: c.userMs / 1000, system: c.systemMs / 1000 });
+  const minus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user - b.user, system: a.system - b.system });
+  const plus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user + b.user, system: a.system + b.system });
+  const brokerCpu = minus(after.broker, before.broker);
+  const receiversCpu = received.map((r, i) => minus(cpuS(r.cpu), before.receivers[i]!)).reduce(plus);
+  const publisherAll = cpuS(published.cpu);
+  const selfCpu = minus(after.self, before.self);
+  // Everything the machine did during the run that was not the benchmark's own processes.
+  const ours = [brokerCpu, receiversCpu, publisherAll, selfCpu].reduce((sum, c) => sum + cpuTotal(c), 0);
+  const otherCores = Math.max(0, (after.machine - before.machine - ours) / ((after.at - before.at) / 1000));
+  const notes: string[] = [];
+  if (published.failed > 0) notes.push(`${published.failed} sends failed (${published.firstError})`);
+  if (published.achievedRate !== undefined) {
+    notes.push(`sent at ${published.achievedRate}/s, ≤${published.maxBatch}/batch`);
+  }
+  return {
+    rate: Math.round(deliveries / elapsedS),
+    confirmRate: Math.round(published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000)),
+    p50: worst("p50"),
+    p99: worst("p99"),
+    max: worst("max"),
+    elapsedS,
+    duplicates: received.reduce((sum, r) => sum + r.duplicates, 0),
+    failedSends: published.failed,
+    deliveries,
+    cpu: { broker: brokerCpu, publisher: minus(publisherAll, cpuS(published.startCpu)), receivers: receiversCpu },
+    otherCores,
+    note: notes.join("; "),
+  };
+}
+
+// ── scenarios ──────────────────────────────────────────────────────────────────────────────────
+
+interface Scenario {
+  key: "a" | "b" | "c";
+  title: string;
+  detail: string;
+  unit: string;
+  plan(run: number): Plan;
+  target: { label: string; check(median: Median): boolean };
+}
+
+type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
+
+const SCENARIOS: Scenario[] = [
+  {
+    key: "a",
+    title: "(a) work queue: 1 publisher with confirms → 1 consumer acking",
+    detail: `${
+      fmt(SIZES.a)
+    } messages, window ${WINDOW} unconfirmed sends, consume prefetch ${PREFETCH}, done() per message`,
+    unit: "msgs/s",
+    plan: (run) => ({
+      receivers: [{
+        role: "consumer",
+        options: { channel: `bench/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
+      }],
+      publisher: {
+        role: "publisher",
+        options: { channel: `bench/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
+      },
+    }),
+    target: { label: "≥ 100,000 msgs/s", check: (m) => m.rate >= 100_000 },
+  },
+  {
+    key: "b",
+    title: `(b) fan-out: 1 publisher → ${LISTENERS} listening clients`,
+    detail: `${
+      fmt(SIZES.b)
+    } messages × ${LISTENERS} listeners (4 processes, 4 clientIds), window ${WINDOW}; latency = worst listener`,
+    unit: "deliv/s",
+    plan: (run) => ({
+      receivers: Array.from({ length: LISTENERS }, (_, i) => ({
+        role: "listener" as const,
+        options: { channel: `bench/v1/fan`, clientId: `bench-listener-${run}-${i}`, count: SIZES.b },
+      })),
+      publisher: {
+        role: "publisher",
+        options: { channel: `bench/v1/fan`, clientId: `bench-publisher-${run}`, count: SIZES.b, window: WINDOW },
+      },
+    }),
+    target: { label: "≥ 200,000 deliveries/s", check: (m) => m.rate >= 200_000 },
+  },
+  {
+    key: "c",
+    title: `(c) fixed rate: ${fmt(SIZES.rate)} msg/s for ${SIZES.seconds} s → 1 consumer acking`,
+    detail: `paced every ~1 ms; the first ${SIZES.warmup} s (${
+      fmt(SIZES.rate * SIZES.warmup)
+    } msgs) is warm-up, left out of the latency`,
+    unit: "msgs/s",
+    plan: (run) => {
+      const skip = Math.round(SIZES.rate * SIZES.warmup);
+      const count = Math.round(SIZES.rate * (SIZES.warmup + SIZES.seconds));
+      return {
+        receivers: [{
+          role: "consumer",
+          options: { channel: `bench/v1/rate`, clientId: `bench-consumer-${run}`, count, skip, prefetch: PREFETCH },
+        }],
+        publisher: {
+          role: "rate",
+          options: {
+            channel: `bench/v1/rate`,
+            clientId: `bench-publisher-${run}`,
+            rate: SIZES.rate,
+            seconds: SIZES.seconds,
+            warmupSeconds: SIZES.warmup,
+          },
+        },
+      };
+    },
+    target: { label: "p99 ≤ 2 ms", check: (m) => m.p99 <= 2 },
+  },
+];
+
+// ── output ─────────────────────────────────────────────────────────────────────────────────────
+
+function fmt(value: number): string {
+  return Math.round(value).toLocaleString("en-US");
+}
+
+function ms(value: number): string {
+  return value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
+}
+
+const HEADER = [
+  "run",
+  "rate",
+  "confirms/s",
+  "p50 ms",
+  "p99 ms",
+  "max ms",
+  "wall s",
+  "cpu s broker/pub/recv",
+  "others",
+  "dup",
+  "note",
+];
+
+function row(label: string, r: Median & { note?: string }): string[] {
+  const c = r.cpu;
+  const cpu = `${cpuTotal(c.broker).toFixed(2)} / ${cpuTotal(c.publisher).toFixed(2)} / ${
+    cpuTotal(c.receivers).toFixed(2)
+  }`;
+  const others = `${r.otherCores.toFixed(2)} cores`;
+  return [
+    label,
+    fmt(r.rate),
+    fmt(r.confirmRate),
+    ms(r.p50),
+    ms(r.p99),
+    ms(r.max),
+    r.elapsedS.toFixed(2),
+    cpu,
+    others,
+    String(r.duplicates),
+    r.note ?? "",
+  ];
+}
+
+function table(rows: string[][]): string {
+  const widths = HEADER.map((_, i) => Math.max(...[HEADER, ...rows].map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    "  " +
+    cells.map((cell, i) => (i === 0 || i >= cells.length - 1 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join("  ").trimEnd();
+  return [line(HEADER), ...rows.map(line)].join("\n");
+}
+
+/** Where the CPU went: µs per delivered message for each process kind, and cores kept busy. */
+function cpuLine(m: Median): string {
+  const per = (cpu: Cpu) => {
+    const total = cpuTotal(cpu);
+    return `${((total / m.deliveries) * 1e6).toFixed(1)} µs (${Math.round((cpu.system / total) * 100)}% sys)`;
+  };
+  const busy = (cpuTotal(m.cpu.broker) + cpuTotal(m.cpu.publisher) + cpuTotal(m.cpu.receivers)) / m.elapsedS;
+  return `CPU per delivery: broker ${per(m.cpu.broker)}, publisher ${per(m.cpu.publisher)}, ` +
+    `receivers ${per(m.cpu.receivers)}; ${busy.toFixed(2)} of ${navigator.hardwareConcurrency} cores busy`;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function medianOf(runs: RunResult[]): Median {
+  const m = (pick: (r: RunResult) => number) => median(runs.map(pick));
+  return {
+    rate: m((r) => r.rate),
+    confirmRate: m((r) => r.confirmRate),
+    p50: m((r) => r.p50),
+    p99: m((r) => r.p99),
+    max: m((r) => r.max),
+    elapsedS: m((r) => r.elapsedS),
+    duplicates: m((r) => r.duplicates),
+    failedSends: m((r) => r.failedSends),
+    deliveries: m((r) => r.deliveries),
+    otherCores: m((r) => r.otherCores),
+    cpu: {
+      broker: { user: m((r) => r.cpu.broker.user), system: m((r) => r.cpu.broker.system) },
+      publisher: { user: m((r) => r.cpu.publisher.user), system: m((r) => r.cpu.publisher.system) },
+      receivers: { user: m((r) => r.cpu.receivers.user), system: m((r) => r.cpu.receivers.system) },
+    },
+  };
+}
+
+// ── main ───────────────────────────────────────────────────────────────────────────────────────
+
+async function cleanup(): Promise<void> {
+  for (const proc of live) proc.kill("SIGKILL");
+  for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
+}
+
+process.on("SIGINT", () => {
+  console.error("\nbench: interrupted; stopping the broker and clients");
+  cleanup().finally(() => process.exit(130));
+});
+
+async function main(): Promise<number> {
+  const bodyBytes = encode(payload(SIZES.a - 1)).length;
+  const version = (await Bun.file(join(ROOT, "package.json")).json()).version;
+  console.log(
+    `Kitten-MQ ${version} benchmark: bun ${Bun.version}, ${navigator.hardwareConcurrency} cores, ` +
+      `load ${(await readFile("/proc/loadavg", "utf8").catch(() => "?")).split(" ").slice(0, 3).join(" ")}` +
+      `${QUICK ? ", --quick" : ""}`,
+  );
+  console.log(
+    `loopback, fresh broker per run, every client its own process; body ≈ ${bodyBytes} bytes of CBOR; ` +
+      `${RUNS} run(s) per scenario, median of each column`,
+  );
+  console.log(
+    `rate = msgs (deliveries for b) from first send to last delivery; latency = send() call → handler, ` +
+      `one shared wall clock (timeOrigin + now)`,
+  );
+  console.log(
+    `cpu = CPU seconds while messages flowed; others = cores kept busy by processes outside the ` +
+      `benchmark (a shared machine: figures are only comparable when it is near 0)\n`,
+  );
+
+  const results: Record<string, unknown> = {};
+  const verdicts: string[] = [];
+  let failures = 0;
+  for (const scenario of SCENARIOS) {
+    if (!ONLY.has(scenario.key)) continue;
+    console.log(`${scenario.title}\n  ${scenario.detail}`);
+    const runs: RunResult[] = [];
+    const rows: string[][] = [];
+    for (let run = 1; run <= RUNS; run++) {
+      try {
+        const result = await runOnce(scenario.plan(run), TIMEOUT_MS);
+        runs.push(result);
+        rows.push(row(String(run), result));
+      } catch (error) {
+        failures++;
+        rows.push([String(run), "FAILED", "", "", "", "", "", "", "", "", (error as Error).message]);
+      }
+    }
+    const med = runs.length > 0 ? medianOf(runs) : null;
+    if (med) rows.push(row("median", med));
+    console.log(table(rows));
+    if (med) console.log(`  ${cpuLine(med)}`);
+    const verdict = med === null
+      ? "MISS (no successful run)"
+      : `${scenario.target.check(med) ? "PASS" : "MISS"} (median ${
+        scenario.key === "c" ? `p99 ${ms(med.p99)} ms` : `${fmt(med.rate)} ${scenario.unit}`
+      })`;
+    const line = `${scenario.key}: target ${scenario.target.label}: ${verdict}`;
+    console.log(`  ${line}\n`);
+    verdicts.push(line);
+    results[scenario.key] = {
+      title: scenario.title,
+      target: scenario.target.label,
+      pass: med !== null && scenario.target.check(med),
+      median: med,
+      runs: runs.map(({ note: _, ...r }) => r),
+      failedRuns: RUNS - runs.length,
+    };
+  }
+  console.log(`summary\n  ${verdicts.join("\n  ")}`);
+
+  if (args.json) {
+    const out = {
+      date: new Date().toISOString(),
+      bun: Bun.version,
+      cores: navigator.hardwareConcurrency,
+      quick: QUICK,
+      runsPerScenario: RUNS,
+      bodyBytes,
+      scenarios: results,
+    };
+    await writeFile(resolve(args.json), JSON.stringify(out, null, 2) + "\n");
+    console.log(`  medians written to ${args.json}`);
+  }
+  return failures > 0 ? 1 : 0;
+}
+
+main().then(
+  async (code) => {
+    await cleanup();
+    process.exit(code);
+  },
+  async (error) => {
+    console.error(`bench: ${(error as Error)?.stack ?? error}`);
+    await cleanup();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,328 @@
+/**
+ * One client process of the benchmark (`scripts/bench.ts` starts it; it is not meant to be run
+ * by hand). It uses the real client from `mod.ts`, so client CPU is paid as in real life.
+ *
+ *   bun scripts/bench_client.ts <role> '<json options>'
+ *
+ * Roles:
+ *   publisher  sends `count` messages, keeping at most `window` unconfirmed `send()` promises
+ *   rate       sends `rate` msg/s for `warmupSeconds + seconds`, paced in small batches every ms
+ *   consumer   consume(channel, …, { prefetch }) and done() each message, until `count` unique
+ *   listener   listen(channel, …) with its own clientId, until `count` unique
+ *
+ * Protocol with the parent, one line each on stdout: `ready` once the subscription is accepted
+ * (receivers) or the connection is up (senders), then `result <json>` at the end. On SIGTERM
+ * (the parent's timeout) a receiver prints `partial <json>` with what it saw so far, then exits.
+ *
+ * Clock: publisher and receivers are different processes, so a send timestamp is
+ * `performance.timeOrigin + performance.now()`: wall-clock based (shared by every process on the
+ * machine) with sub-millisecond precision. `process.hrtime()` is per-process in Bun.
+ */
+import { client } from "../mod.ts";
+
+interface Options {
+  host: string;
+  channel: string;
+  clientId: string;
+  /** Receivers: unique messages expected. Publisher: messages to send. */
+  count: number;
+  /** Receivers: messages with `seq < skip` are warm-up, left out of the latency figures. */
+  skip?: number;
+  prefetch?: number;
+  window?: number;
+  rate?: number;
+  seconds?: number;
+  warmupSeconds?: number;
+}
+
+interface Payload {
+  seq: number;
+  t: number;
+  [key: string]: unknown;
+}
+
+const now = () => performance.timeOrigin + performance.now();
+
+/** The ~100-byte object every benchmark message carries (about 95 bytes once CBOR-encoded). */
+export function payload(seq: number): Payload {
+  return { seq, t: now(), type: "order.created", user: "user-004217", amount: 1234.5, currency: "EUR", items: 3 };
+}
+
+/** CPU this process has used since it started (the publisher also reports it at its first send). */
+function cpu(): { userMs: number; systemMs: number } {
+  const usage = process.cpuUsage();
+  return { userMs: Math.round(usage.user / 1000), systemMs: Math.round(usage.system / 1000) };
+}
+
+function emit(kind: "ready" | "result" | "partial", data?: unknown): void {
+  process.stdout.write(data === undefined ? `${kind}\n` : `${kind} ${JSON.stringify(data)}\n`);
+}
+
+function fail(message: string): never {
+  process.stderr.write(`bench_client: ${message}\n`);
+  process.exit(1);
+}
+
+async function connect(options: Options) {
+  const mq = client();
+  let lastError = "";
+  mq.on("error", (error: Error & { code?: string }) => {
+    lastError = `${error.code ?? "ERROR"}: ${error.message}`;
+    process.stderr.write(`bench_client ${options.clientId}: ${lastError}\n`);
+  });
+  const timer = setTimeout(() => fail(`cannot connect to ${options.host} within 10 s ${lastError}`), 10_000);
+  await mq.connect({ hosts: [options.host], clientId: options.clientId });
+  clearTimeout(timer);
+  return mq;
+}
+
+// ── receivers ──────────────────────────────────────────────────────────────────────────────────
+
+async function receive(kind: "consume" | "listen", options: Options): Promise<void> {
+  const count = options.count;
+  const skip = options.skip ?? 0;
+  const seen = new Uint8Array(count);
+  const latency = new Float64Array(count);
+  let unique = 0;
+  let duplicates = 0;
+  let outOfRange = 0;
+  let errors = 0;
+  let firstAt = 0;
+  let lastAt = 0;
+  let finished = false;
+
+  const summary = () => ({
+    role: kind === "consume" ? "consumer" : "listener",
+    clientId: options.clientId,
+    expected: count,
+    received: unique,
+    duplicates,
+    outOfRange,
+    errors,
+    firstAt,
+    lastAt,
+    latency: percentiles(latency, seen, skip, count),
+    cpu: cpu(),
+  });
+
+  const onMessage = (message: unknown): void => {
+    const at = now();
+    const seq = (message as Payload).seq;
+    if (!(seq >= 0 && seq < count)) {
+      outOfRange++;
+      return;
+    }
+    if (seen[seq]) {
+      duplicates++;
+      return;
+    }
+    seen[seq] = 1;
+    latency[seq] = at - (message as Payload).t;
+    if (unique === 0) firstAt = at;
+    unique++;
+    lastAt = at;
+    if (unique === count && !finished) {
+      finished = true;
+      // Let the last acks leave before reporting and closing.
+      setTimeout(async () => {
+        emit("result", summary());
+        await mq.disconnect();
+        process.exit(0);
+      }, 20);
+    }
+  };
+
+  process.once("SIGTERM", () => {
+    emit("partial", summary());
+    process.exit(2);
+  });
+
+  const mq = await connect(options);
+  const subscription = kind === "consume"
+    ? mq.consume(options.channel, (error, message, done) => {
+      if (error) {
+        errors++;
+        process.stderr.write(`bench_client ${options.clientId}: ${error.code}: ${error.message}\n`);
+        return;
+      }
+      done();
+      onMessage(message);
+    }, { prefetch: options.prefetch ?? 1000 })
+    : mq.listen(options.channel, (error, message) => {
+      if (error) {
+        errors++;
+        process.stderr.write(`bench_client ${options.clientId}: ${error.code}: ${error.message}\n`);
+        return;
+      }
+      onMessage(message);
+    });
+  await subscription.ready;
+  emit("ready");
+}
+
+/** Latency percentiles (ms) over the messages received, leaving out warm-up ones. */
+function percentiles(latency: Float64Array, seen: Uint8Array, skip: number, count: number) {
+  const values: number[] = [];
+  for (let seq = skip; seq < count; seq++) if (seen[seq]) values.push(latency[seq]!);
+  if (values.length === 0) return null;
+  const sorted = Float64Array.from(values).sort();
+  const at = (q: number) => round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!);
+  let sum = 0;
+  for (const value of sorted) sum += value;
+  return {
+    n: sorted.length,
+    min: round(sorted[0]!),
+    p50: at(0.5),
+    p90: at(0.9),
+    p99: at(0.99),
+    p999: at(0.999),
+    max: round(sorted[sorted.length - 1]!),
+    mean: round(sum / sorted.length),
+  };
+}
+
+const round = (value: number) => Math.round(value * 1000) / 1000;
+
+// ── senders ────────────────────────────────────────────────────────────────────────────────────
+
+/** Sends `count` messages as fast as confirms allow, `window` unconfirmed at most. */
+async function publish(options: Options): Promise<void> {
+  const count = options.count;
+  const window = options.window ?? 2000;
+  const mq = await connect(options);
+  emit("ready");
+  let sent = 0;
+  let confirmed = 0;
+  let failed = 0;
+  let firstError = "";
+  let lastConfirmAt = 0;
+  let lastSendAt = 0;
+  const { promise: finished, resolve } = Promise.withResolvers<void>();
+
+  const settled = (error?: Error & { code?: string }) => {
+    if (error) {
+      failed++;
+      firstError ||= `${error.code ?? "ERROR"}: ${error.message}`;
+    } else confirmed++;
+    if (confirmed + failed === count) {
+      lastConfirmAt = now();
+      resolve();
+    } else pump();
+  };
+  const onOk = () => settled();
+  const pump = () => {
+    while (sent < count && sent - confirmed - failed < window) {
+      mq.send(options.channel, payload(sent)).then(onOk, settled);
+      sent++;
+    }
+    if (sent === count && lastSendAt === 0) lastSendAt = now();
+  };
+
+  const startCpu = cpu();
+  const firstAt = now();
+  pump();
+  await finished;
+  emit("result", {
+    role: "publisher",
+    sent,
+    confirmed,
+    failed,
+    firstError,
+    firstAt,
+    lastSendAt,
+    lastConfirmAt,
+    startCpu,
+    cpu: cpu(),
+  });
+  await mq.disconnect();
+  process.exit(0);
+}
+
+/**
+ * Sends at a fixed rate: every ~1 ms timer tick it sends what the schedule says is due by now,
+ * so a late tick catches up with a slightly bigger batch instead of drifting. Confirms are not
+ * awaited before the next send (at 5k/s the window never fills).
+ */
+async function publishAtRate(options: Options): Promise<void> {
+  const rate = options.rate ?? 5000;
+  const total = Math.round(rate * ((options.warmupSeconds ?? 0) + (options.seconds ?? 5)));
+  const mq = await connect(options);
+  emit("ready");
+  let sent = 0;
+  let confirmed = 0;
+  let failed = 0;
+  let firstError = "";
+  let maxBatch = 0;
+  let maxBehindMs = 0;
+  let lastSendAt = 0;
+  let lastConfirmAt = 0;
+  const { promise: finished, resolve } = Promise.withResolvers<void>();
+  const settled = (error?: Error & { code?: string }) => {
+    if (error) {
+      failed++;
+      firstError ||= `${error.code ?? "ERROR"}: ${error.message}`;
+    } else confirmed++;
+    if (confirmed + failed === total) {
+      lastConfirmAt = now();
+      resolve();
+    }
+  };
+  const onOk = () => settled();
+
+  const startCpu = cpu();
+  const firstAt = now();
+  const tick = () => {
+    const at = now();
+    const due = Math.min(total, Math.floor((at - firstAt) * rate / 1000) + 1);
+    const batch = due - sent;
+    if (batch > maxBatch) maxBatch = batch;
+    if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
+    while (sent < due) {
+      mq.send(options.channel, payload(sent)).then(onOk, settled);
+      sent++;
+    }
+    if (sent < total) setTimeout(tick, 1);
+    else lastSendAt = now();
+  };
+  tick();
+  await finished;
+  emit("result", {
+    role: "publisher",
+    sent,
+    confirmed,
+    failed,
+    firstError,
+    firstAt,
+    lastSendAt,
+    lastConfirmAt,
+    achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
+    maxBatch,
+    maxBehindMs: round(maxBehindMs),
+    startCpu,
+    cpu: cpu(),
+  });
+  await mq.disconnect();
+  process.exit(0);
+}
+
+// ── main ───────────────────────────────────────────────────────────────────────────────────────
+
+if (import.meta.main) {
+  const [role, json] = process.argv.slice(2);
+  let options: Options;
+  try {
+    options = JSON.parse(json ?? "");
+  } catch {
+    fail(`usage: bun scripts/bench_client.ts <publisher|rate|consumer|listener> '<json options>'`);
+  }
+  const run = role === "publisher"
+    ? publish
+    : role === "rate"
+    ? publishAtRate
+    : role === "consumer"
+    ? (o: Options) => receive("consume", o)
+    : role === "listener"
+    ? (o: Options) => receive("listen", o)
+    : fail(`unknown role "${role}"`);
+  run(options).catch((error) => fail((error as Error)?.stack ?? String(error)));
+}

@@ -1,0 +1,104 @@
+/**
+ * Recognises a message id seen recently, so a send repeated after a reconnect (or arriving
+ * through two brokers) is confirmed without being queued twice.
+ *
+ * Ids in the reference client's form `<prefix>.<base-36 counter>` are tracked per prefix (one
+ * per client instance) with a watermark: every counter up to `low` was seen, plus a small set of
+ * counters seen above it. Arrivals are nearly always in order, so this is a couple of integer
+ * operations in a tiny map, where one map of every recent id cost cache misses on each send.
+ * Other ids go to a bounded map of recent ids, oldest evicted first.
+ *
+ * The window is bounded both ways: when a sender leaves more than `MAX_GAPS` counters unseen
+ * (refused sends leave gaps), the oldest gaps are treated as seen; and at most `MAX_SENDERS`
+ * prefixes and `MAX_OTHER_IDS` other ids are remembered.
+ */
+const MAX_GAPS = 4096;
+const MAX_SENDERS = 10_000;
+const MAX_OTHER_IDS = 200_000;
+/** `low` of a sender created by `has()` before any id of it was added. */
+const UNSET = -2;
+
+interface Sender {
+  /** Every counter <= low has been seen. */
+  low: number;
+  /** Counters > low seen out of order. */
+  above: Set<number>;
+}
+
+export class RecentIds {
+  readonly #senders = new Map<string, Sender>();
+  readonly #others = new Map<string, true>();
+  /** The sender of the previous id: consecutive ids nearly always share it, saving a lookup. */
+  #lastPrefix = "";
+  #lastSender: Sender | null = null;
+
+  has(id: string): boolean {
+    const dot = id.lastIndexOf(".");
+    const counter = counterOf(id, dot);
+    if (counter < 0) return this.#others.has(id);
+    const sender = this.#sender(id, dot, false);
+    if (!sender) return false;
+    return counter <= sender.low || sender.above.has(counter);
+  }
+
+  add(id: string): void {
+    const dot = id.lastIndexOf(".");
+    const counter = counterOf(id, dot);
+    if (counter < 0) {
+      this.#others.set(id, true);
+      if (this.#others.size > MAX_OTHER_IDS) this.#others.delete(this.#others.keys().next().value!);
+      return;
+    }
+    const sender = this.#sender(id, dot, true)!;
+    if (sender.low === UNSET) sender.low = counter - 1; // earlier counters were never sent here
+    if (counter <= sender.low) return;
+    if (counter !== sender.low + 1) {
+      sender.above.add(counter);
+      if (sender.above.size > MAX_GAPS) this.#forgetOldestGap(sender);
+      return;
+    }
+    sender.low = counter;
+    while (sender.above.size > 0 && sender.above.delete(sender.low + 1)) sender.low++;
+  }
+
+  #sender(id: string, dot: number, create: boolean): Sender | null {
+    if (dot === this.#lastPrefix.length && this.#lastSender && id.startsWith(this.#lastPrefix)) return this.#lastSender;
+    const prefix = id.slice(0, dot);
+    let sender = this.#senders.get(prefix);
+    if (!sender) {
+      if (!create) return null;
+      sender = { low: UNSET, above: new Set() };
+      this.#senders.set(prefix, sender);
+      if (this.#senders.size > MAX_SENDERS) {
+        const oldest = this.#senders.keys().next().value!;
+        this.#senders.delete(oldest);
+        if (oldest === this.#lastPrefix) this.#lastSender = null;
+      }
+    }
+    this.#lastPrefix = prefix;
+    this.#lastSender = sender;
+    return sender;
+  }
+
+  #forgetOldestGap(sender: Sender): void {
+    let smallest = Infinity;
+    for (const counter of sender.above) if (counter < smallest) smallest = counter;
+    sender.low = smallest;
+    sender.above.delete(smallest);
+    while (sender.above.delete(sender.low + 1)) sender.low++;
+  }
+}
+
+/** The base-36 counter after the last dot, or -1 when the id is not in that form. */
+function counterOf(id: string, dot: number): number {
+  const length = id.length - dot - 1;
+  if (dot <= 0 || length < 1 || length > 10) return -1;
+  let value = 0;
+  for (let i = dot + 1; i < id.length; i++) {
+    const code = id.charCodeAt(i);
+    const digit = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 122 ? code - 87 : -1;
+    if (digit < 0) return -1;
+    value = value * 36 + digit;
+  }
+  return value;
+}
