@@ -78,6 +78,13 @@ if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of secon
 const live = new Set<Subprocess>();
 const tempDirs = new Set<string>();
 
+/**
+ * Every process runs with the allocator setting `npm start` and the systemd unit use: without it,
+ * mimalloc hands freed pages back to the OS every few ms and about a third of the CPU goes to
+ * madvise/page faults (README, Performance). Set MIMALLOC_PURGE_DELAY yourself to compare.
+ */
+const CHILD_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
+
 /** A subprocess whose stdout speaks line by line: `ready`, `result <json>`, `partial <json>`. */
 class Child {
   readonly proc: Subprocess<"ignore", "pipe", "pipe">;
@@ -87,7 +94,7 @@ class Child {
   #waiters: { prefix: string; resolve(line: string): void; reject(error: Error): void }[] = [];
 
   constructor(readonly name: string, cmd: string[]) {
-    this.proc = Bun.spawn(cmd, { cwd: ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    this.proc = Bun.spawn(cmd, { cwd: ROOT, env: CHILD_ENV, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
     live.add(this.proc);
     void this.#read(this.proc.stdout, (line) => this.#line(line));
     void this.#read(this.proc.stderr, (line) => {
@@ -608,6 +615,7 @@ async function main(): Promise<number> {
   const version = (await Bun.file(join(ROOT, "package.json")).json()).version;
   console.log(
     `Kitten-MQ ${version} benchmark: bun ${Bun.version}, ${navigator.hardwareConcurrency} cores, ` +
+      `MIMALLOC_PURGE_DELAY=${CHILD_ENV.MIMALLOC_PURGE_DELAY}, ` +
       `load ${(await readFile("/proc/loadavg", "utf8").catch(() => "?")).split(" ").slice(0, 3).join(" ")}` +
       `${QUICK ? ", --quick" : ""}`,
   );

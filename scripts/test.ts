@@ -6,7 +6,7 @@
  * Extra arguments are passed to `bun test` (for example a file or `-t "FrameDecoder"`).
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 
 interface RunResult {
   name: string;
@@ -55,7 +55,11 @@ if (bunArgs.length === 0) {
     await run(
       "deno",
       local("deno"),
-      ["test", "--allow-net", "--allow-env", "--allow-read", "--allow-run", "--allow-write", "tests/deno/client_smoke.ts"],
+      [
+        "test", "--allow-net", "--allow-env", "--allow-read", "--allow-run", "--allow-write",
+        // Named *_smoke.ts so that bun's discovery (*_test.ts) leaves them to deno.
+        ...readdirSync("tests/deno").filter((name) => name.endsWith("_smoke.ts")).map((name) => `tests/deno/${name}`),
+      ],
       (out) => {
         const match = /(\d+) passed.*?\| (\d+) failed/.exec(out);
         return match ? [Number(match[1]), Number(match[2])] : [0, 0];

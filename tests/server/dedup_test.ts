@@ -1,0 +1,54 @@
+import { expect, it } from "bun:test";
+import { RecentIds } from "../../src/server/dedup.ts";
+
+it("RecentIds.has() recognises an id added before, per sender prefix", () => {
+  const ids = new RecentIds();
+  expect(ids.has("abc.0")).toBe(false);
+  ids.add("abc.0");
+  ids.add("abc.1");
+  expect(ids.has("abc.0")).toBe(true);
+  expect(ids.has("abc.1")).toBe(true);
+  expect(ids.has("abc.2")).toBe(false);
+  expect(ids.has("other.0")).toBe(false);
+});
+
+it("RecentIds tracks out-of-order counters and fills the gap later", () => {
+  const ids = new RecentIds();
+  ids.add("p.a"); // 10
+  ids.add("p.c"); // 12: 11 missing
+  expect(ids.has("p.b")).toBe(false);
+  expect(ids.has("p.c")).toBe(true);
+  ids.add("p.b");
+  expect(ids.has("p.b")).toBe(true);
+  expect(ids.has("p.9")).toBe(true); // below the first counter seen: never sent to this broker
+});
+
+it("RecentIds treats the oldest gaps as seen once more than 4096 are open", () => {
+  const ids = new RecentIds();
+  ids.add("g.0");
+  for (let counter = 2; counter < 2 + 4097 * 2; counter += 2) ids.add(`g.${counter.toString(36)}`);
+  // Counter 1 was never added, but it is now outside the bounded window.
+  expect(ids.has("g.1")).toBe(true);
+  // A recent gap is still known to be unseen.
+  expect(ids.has(`g.${(2 + 4097 * 2 - 3).toString(36)}`)).toBe(false);
+});
+
+it("RecentIds remembers ids of other shapes in a bounded map", () => {
+  const ids = new RecentIds();
+  ids.add("no-dot-here");
+  ids.add("upper.CASE");
+  expect(ids.has("no-dot-here")).toBe(true);
+  expect(ids.has("upper.CASE")).toBe(true);
+  expect(ids.has("upper.case")).toBe(false);
+});
+
+it("RecentIds keeps senders apart when ids alternate between them", () => {
+  const ids = new RecentIds();
+  for (let counter = 0; counter < 100; counter++) {
+    ids.add(`alice.${counter.toString(36)}`);
+    if (counter % 2 === 0) ids.add(`bob.${counter.toString(36)}`);
+  }
+  expect(ids.has("alice.2r")).toBe(true); // 99
+  expect(ids.has("bob.2r")).toBe(false);
+  expect(ids.has("bob.2q")).toBe(true); // 98
+});
