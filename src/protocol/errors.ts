@@ -61,7 +61,7 @@ export const ERRORS = {
   UNKNOWN_CLIENT: { status: 403, fatal: true },
   /** An exclusive (`!`) id is already owned by another client's registrations. */
   EXCLUSIVE_TAKEN: { status: 409, fatal: false },
-  /** A key file is missing its pair, unreadable, or does not hold a valid key (client side). */
+  /** A key file is missing its pair, unreadable or not a valid key: the client's pair, or a broker's pinned key. */
   KEY_FILE_ERROR: { status: 500, fatal: true },
 } as const;
 

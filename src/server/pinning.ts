@@ -17,6 +17,8 @@ import { KittenError } from "../protocol/errors.ts";
 /**
  * Letters, digits, ".", "_", "-"; 1 to 128; not starting with "." (no "..", no hidden files, and
  * no clash with the registry's own temp files). No "/" or "\\": an id can never leave the folder.
+ * On a case-insensitive filesystem `Alice` and `alice` share one file, so one pin: that fails
+ * closed (KEY_MISMATCH for the second key), never open.
  */
 const CLIENT_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 /** An Ed25519 SPKI PEM is 113 characters; anything much longer is not one, whatever it says. */
