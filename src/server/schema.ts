@@ -81,7 +81,8 @@ const PARSE_CONFIG = { abortEarly: false, abortPipeEarly: false } as const;
 
 const isTypeName = (item: string): item is TypeName => (TYPE_NAMES as readonly string[]).includes(item);
 const isKeyword = (item: unknown) =>
-  typeof item === "string" && (isTypeName(item) || (PARAMS as readonly string[]).includes(item) || ANNOTATION_RE.test(item));
+  typeof item === "string" &&
+  (isTypeName(item) || (PARAMS as readonly string[]).includes(item) || ANNOTATION_RE.test(item));
 
 /**
  * Compiles one `map` descriptor. `path` prefixes the problem paths, e.g. `channels["invoice/v1"].map`.
@@ -244,7 +245,9 @@ function compileField(descriptor: unknown, path: string, problems: SchemaProblem
   checkParams(type, min, max, optional, converter, problem);
   let body: { schema: Schema; convert: Convert | undefined } | undefined;
   if (nested) {
-    if (type !== "object" && type !== "array") problem(`a nested descriptor is allowed only with type "object" or "array", not "${type}"`);
+    if (type !== "object" && type !== "array") {
+      problem(`a nested descriptor is allowed only with type "object" or "array", not "${type}"`);
+    }
     body = compileObject(nested, `${path}[${nestedIndex}]`, problems);
   }
   if (problems.length > before) return undefined;
@@ -282,7 +285,8 @@ function checkParams(
   for (const [name, limit] of [["min", min], ["max", max]] as const) {
     if (limit === undefined) continue;
     if (bound === null) {
-      problem(`"${name}" does not apply to type "${type}" (only to int, number, numeric, decimal, string, alpha, alphanumeric and array)`);
+      const types = "int, number, numeric, decimal, string, alpha, alphanumeric and array";
+      problem(`"${name}" does not apply to type "${type}" (only to ${types})`);
     } else if (bound === "length" && (!Number.isInteger(limit) || limit < 0)) {
       problem(`"${name}" must be a whole number >= 0 for type "${type}", whose length it bounds (got ${limit})`);
     }
@@ -291,7 +295,9 @@ function checkParams(
   if (converter !== undefined && CONVERTERS[converter].type !== type) {
     problem(`"${converter}" applies only to type "${CONVERTERS[converter].type}", not "${type}"`);
   }
-  if (optional && type === "notNull") problem(`"optional" contradicts type "notNull", which refuses null and undefined`);
+  if (optional && type === "notNull") {
+    problem(`"optional" contradicts type "notNull", which refuses null and undefined`);
+  }
 }
 
 /** An element of an array of objects: a plain object, then its declared attributes. */
@@ -318,7 +324,9 @@ function convertArray(convert: Convert): Convert {
 // Validation
 
 function validate(schema: Schema, convert: Convert | undefined, value: unknown): ValidateResult {
-  if (value === null || value === undefined) return { ok: false, issues: [{ field: "", index: null, error: "No value" }] };
+  if (value === null || value === undefined) {
+    return { ok: false, issues: [{ field: "", index: null, error: "No value" }] };
+  }
   try {
     const result = v.safeParse(schema, value, PARSE_CONFIG);
     if (result.success) return { ok: true, value: convert ? convert(value) : value };

@@ -78,7 +78,8 @@ export const TYPES: Record<TypeName, TypeRule> = {
   },
   array: { test: Array.isArray, message: "must be an array", bound: "length" },
   binary: {
-    test: (x) => x === true || x === false || x === 0 || x === 1 || x === "0" || x === "1" || x === "true" || x === "false",
+    test: (x) =>
+      x === true || x === false || x === 0 || x === 1 || x === "0" || x === "1" || x === "true" || x === "false",
     message: "must be a binary value (true, false, 0 or 1)",
     bound: null,
   },
