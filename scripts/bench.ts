@@ -310,11 +310,12 @@ async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
   try {
     const host = `127.0.0.1:${broker.port}@broker-1`;
     const work = (async () => {
-      const receivers = plan.receivers.map((r) => spawnClient(r.role, { host, ...r.options }));
+      const keysDirectory = join(broker.dir, "keys");
+      const receivers = plan.receivers.map((r) => spawnClient(r.role, { host, keysDirectory, ...r.options }));
       children.push(...receivers);
       await Promise.all(receivers.map((child) => child.waitFor("ready")));
       const before = await snapshot(broker, receivers);
-      const publisher = spawnClient(plan.publisher.role, { host, ...plan.publisher.options });
+      const publisher = spawnClient(plan.publisher.role, { host, keysDirectory, ...plan.publisher.options });
       children.push(publisher);
       const [published, ...received] = await Promise.all([
         publisher.waitJson<PublisherResult>("result"),

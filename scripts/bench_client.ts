@@ -22,6 +22,7 @@ import { client } from "../mod.ts";
 
 interface Options {
   host: string;
+  keysDirectory: string;
   channel: string;
   clientId: string;
   /** Receivers: unique messages expected. Publisher: messages to send. */
@@ -71,7 +72,8 @@ async function connect(options: Options) {
     process.stderr.write(`bench_client ${options.clientId}: ${lastError}\n`);
   });
   const timer = setTimeout(() => fail(`cannot connect to ${options.host} within 10 s ${lastError}`), 10_000);
-  await mq.connect({ hosts: [options.host], clientId: options.clientId });
+  // Keys live in the benchmark's temp folder (the parent removes it), never in the repository.
+  await mq.connect({ hosts: [options.host], clientId: options.clientId, keysDirectory: options.keysDirectory });
   clearTimeout(timer);
   return mq;
 }

@@ -6,6 +6,7 @@
  */
 import { EventEmitter } from "node:events";
 import {
+  type Challenge,
   decode,
   encode,
   FRAME_HEADER_SIZE,
@@ -17,7 +18,8 @@ import {
   writeSend,
 } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
-import { type ClientOptions, defaultOptions, parseHost, parseOptions } from "./options.ts";
+import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
+import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
 import {
   type ChannelInput,
   type ConsumeHandler,
@@ -93,15 +95,38 @@ export class Client extends EventEmitter {
     const options = parseOptions(config);
     this.#options = options;
     const done = new Promise<void>((resolve, reject) => this.#connectWaiters.push({ resolve, reject }));
+    // The key pair is read (or created) once; every broker's challenge is signed with it.
+    const keys = loadOrCreateKeys(options.keysDirectory, options.keysName);
+    keys.catch(() => {}); // reported below, through connect()'s promise
+    const prove = async (host: Host, challenge: Challenge) => {
+      const { privateKey, publicKeyPem } = await keys;
+      const token = await signHelloToken({
+        privateKey,
+        clientId: options.clientId,
+        audience: host.serviceId ?? challenge.serviceId,
+        nonce: challenge.nonce,
+      });
+      return [OP.AUTH, { token, publicKey: publicKeyPem }];
+    };
     this.#connections = options.hosts.map((label) =>
       new HostConnection(parseHost(label), options, {
         open: (connection) => this.#onOpen(connection),
         close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
         frame: (connection, value) => this.#onFrame(connection, value),
-      }, this.#dial)
+      }, this.#dial, prove)
     );
-    for (const connection of this.#connections) connection.start();
+    keys.then(
+      () => {
+        for (const connection of this.#connections) connection.start();
+      },
+      (error: KittenError) => {
+        this.#connections = [];
+        this.#options = null;
+        for (const waiter of this.#connectWaiters) waiter.reject(error);
+        this.#connectWaiters = [];
+      },
+    );
     return withCallback(done, callback);
   }
 

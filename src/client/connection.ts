@@ -3,6 +3,7 @@
  * loop with backoff. It knows nothing of sends or subscriptions: the client drives it.
  */
 import {
+  type Challenge,
   decode,
   encode,
   FrameBatch,
@@ -31,6 +32,9 @@ export interface ConnectionEvents {
   frame(connection: HostConnection, value: unknown[]): void;
 }
 
+/** Fatal codes that say "not now" rather than "never": the link is retried with backoff. */
+const RETRYABLE = new Set(["BAD_FRAME", "FRAME_TOO_LARGE", "TOO_MANY_CONNECTIONS"]);
+
 export class HostConnection {
   state: "idle" | "connecting" | "open" | "stopped" = "idle";
   welcome: WelcomeInfo | null = null;
@@ -50,6 +54,8 @@ export class HostConnection {
     readonly options: ClientOptions,
     readonly events: ConnectionEvents,
     readonly dial: Dial,
+    /** Answers a broker's challenge with the AUTH operation (signs its nonce with the client key). */
+    readonly prove: (host: Host, challenge: Challenge) => Promise<unknown[]>,
   ) {
     this.#decoder = new FrameDecoder(options.maxFrameSize);
   }
@@ -104,7 +110,7 @@ export class HostConnection {
     this.state = "connecting";
     this.#decoder = new FrameDecoder(this.options.maxFrameSize);
     let handshaken = false;
-    const transport = this.dial(this.host.host, this.host.port, {
+    const transport = this.dial(this.host.host, this.host.port, this.options.tls, {
       open: () => {
         const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
         transport.write(frameOf([OP.HELLO, PROTOCOL_VERSION, hello]));
@@ -115,7 +121,7 @@ export class HostConnection {
         try {
           frames = this.#decoder.push(chunk);
         } catch (error) {
-          return this.#drop(transport, error as Error);
+          return transport.close(); // a broker that sends garbage is reconnected to
         }
         for (const frame of frames) {
           let value: unknown[];
@@ -123,11 +129,12 @@ export class HostConnection {
             value = decode(frame) as unknown[];
             if (!Array.isArray(value)) throw new Error("frame is not an array");
           } catch (error) {
-            return this.#drop(transport, new KittenError("BAD_FRAME", `Cannot decode frame from "${this.host.label}": ${(error as Error).message}`));
+            return transport.close();
           }
           if (!handshaken) {
-            handshaken = this.#handshake(transport, value);
-            if (!handshaken) return;
+            const step = this.#handshake(transport, value);
+            if (step === "failed") return;
+            handshaken = step === "open";
             continue;
           }
           this.events.frame(this, value);
@@ -150,31 +157,39 @@ export class HostConnection {
     this.#transport = transport;
   }
 
-  /** Handles the first frame: welcome opens the link, an error refuses it. */
-  #handshake(transport: Transport, value: unknown[]): boolean {
+  /** Handles handshake frames: a challenge is answered, welcome opens the link, an error refuses it. */
+  #handshake(transport: Transport, value: unknown[]): "open" | "waiting" | "failed" {
+    if (value[0] === OP.CHALLENGE && typeof value[1] === "object" && value[1] !== null) {
+      this.prove(this.host, value[1] as Challenge).then(
+        (op) => {
+          if (this.#transport === transport) transport.write(frameOf(op));
+        },
+        (error: KittenError) => {
+          this.stop();
+          this.events.refused(this, error);
+        },
+      );
+      return "waiting";
+    }
     if (value[0] === OP.WELCOME && typeof value[1] === "object" && value[1] !== null) {
       this.welcome = value[1] as WelcomeInfo;
       this.state = "open";
       this.generation++;
       this.#attempt = 0;
       this.events.open(this);
-      return true;
+      return "open";
     }
     const error = value[0] === OP.ERROR && isErrorCode(value[2])
       ? new KittenError(value[2], String(value[3]), value[4])
       : new KittenError("BAD_PROTOCOL", `Cannot connect to "${this.host.label}": expected welcome, got operation ${value[0]}`);
-    if (isFatal(error.code) && error.code !== "BAD_FRAME") {
+    if (isFatal(error.code) && !RETRYABLE.has(error.code)) {
       // A refusal (token, key, version) would be refused again: stop instead of hammering.
       this.stop();
       this.events.refused(this, error);
     } else {
-      this.#drop(transport, error);
+      transport.close();
     }
-    return false;
-  }
-
-  #drop(transport: Transport, _error: Error): void {
-    transport.close();
+    return "failed";
   }
 
   #scheduleReconnect(): void {

@@ -2,6 +2,7 @@
  * Client options: defaults, host strings and validation. Mistakes in options are programmer
  * errors, reported with built-in errors (TypeError, RangeError) when `connect()` is called.
  */
+import type { TlsOptions } from "./transport.ts";
 
 export interface ClientOptions {
   /** Brokers, as `host:port@serviceId#token` (serviceId and token optional). */
@@ -20,6 +21,8 @@ export interface ClientOptions {
   maxReconnectDelayMs: number;
   /** Largest frame accepted from a broker, in bytes (the broker's own limit applies to sends). */
   maxFrameSize: number;
+  /** TLS towards every host (null: plain TCP). */
+  tls: TlsOptions | null;
 }
 
 export interface Host {
@@ -41,6 +44,7 @@ export function defaultOptions(): ClientOptions {
     reconnectDelayMs: 100,
     maxReconnectDelayMs: 5_000,
     maxFrameSize: 64 * 1024 * 1024,
+    tls: null,
   };
 }
 
@@ -54,6 +58,14 @@ export function parseOptions(input: Partial<ClientOptions> | undefined): ClientO
   options.hosts.forEach(parseHost);
   if (typeof options.clientId !== "string" || options.clientId.length === 0 || options.clientId.length > 256) {
     throw new TypeError(`Cannot connect: "clientId" must be a string of 1 to 256 characters`);
+  }
+  for (const key of ["keysDirectory", "keysName"] as const) {
+    if (typeof options[key] !== "string" || options[key].length === 0) {
+      throw new TypeError(`Cannot connect: "${key}" must be a non-empty string`);
+    }
+  }
+  if (options.tls !== null && typeof options.tls !== "object") {
+    throw new TypeError(`Cannot connect: "tls" must be an object ({ ca }) or null`);
   }
   for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize"] as const) {
     const value = options[key];

@@ -1,8 +1,9 @@
 /**
- * The transport seam: a byte stream to one broker. The implementation uses `node:net`, which
- * Bun, Deno and Node all provide, so the client runs unchanged on each.
+ * The transport seam: a byte stream to one broker. The implementation uses `node:net` and
+ * `node:tls`, which Bun, Deno and Node all provide, so the client runs unchanged on each.
  */
-import { connect as netConnect } from "node:net";
+import { connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 
 export interface TransportHandlers {
   open(): void;
@@ -16,14 +17,25 @@ export interface Transport {
   close(): void;
 }
 
-export type Dial = (host: string, port: number, handlers: TransportHandlers) => Transport;
+/** TLS towards the brokers: `ca` (PEM) trusts a private or self-signed certificate. */
+export interface TlsOptions {
+  ca?: string | string[];
+  /** Host name the certificate must carry, when it differs from the host string's. */
+  servername?: string;
+  /** Default true. Turning it off accepts any certificate: only for tests. */
+  rejectUnauthorized?: boolean;
+}
 
-export const dialTcp: Dial = (host, port, handlers) => {
-  const socket = netConnect({ host, port });
+export type Dial = (host: string, port: number, tls: TlsOptions | null, handlers: TransportHandlers) => Transport;
+
+export const dialTcp: Dial = (host, port, tls, handlers) => {
+  const socket: Socket = tls
+    ? tlsConnect({ host, port, ca: tls.ca, servername: tls.servername, rejectUnauthorized: tls.rejectUnauthorized ?? true })
+    : netConnect({ host, port });
   socket.setNoDelay(true);
   let failure: Error | null = null;
   let closed = false;
-  socket.on("connect", () => handlers.open());
+  socket.on(tls ? "secureConnect" : "connect", () => handlers.open());
   socket.on("data", (chunk: Uint8Array) => handlers.data(chunk));
   socket.on("error", (error: Error) => {
     failure = error;

@@ -31,6 +31,8 @@ export const ERRORS = {
   UNKNOWN_SUBSCRIPTION: { status: 404, fatal: false },
   /** A subscription id is registered twice on one connection. */
   DUPLICATE_SUBSCRIPTION: { status: 409, fatal: false },
+  /** The broker already holds `socketServer.maxConnections` connections. */
+  TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
   /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
   STOPPING: { status: 503, fatal: false },
   /** The durable store cannot accept writes (disk full, read-only, I/O error). */

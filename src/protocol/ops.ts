@@ -51,6 +51,18 @@ export interface WelcomeInfo {
 }
 
 export type HelloOp = [typeof OP.HELLO, number, HelloOptions];
+/** The broker's challenge: sign `nonce` for audience `serviceId`. */
+export interface Challenge {
+  nonce: string;
+  serviceId: string;
+}
+/** The client's proof: an EdDSA JWT over the nonce, and the public key to pin on first use. */
+export interface AuthProof {
+  token: string;
+  publicKey: string;
+}
+export type ChallengeOp = [typeof OP.CHALLENGE, Challenge];
+export type AuthOp = [typeof OP.AUTH, AuthProof];
 export type SendOp = [typeof OP.SEND, number, string, string, Uint8Array];
 export type SubscribeOp = [
   typeof OP.LISTEN | typeof OP.CONSUME,
@@ -129,6 +141,15 @@ export function checkHello(v: unknown[]): HelloOp {
     throw new KittenError("BAD_PROTOCOL", "Cannot read hello: token must be a string or null");
   }
   return v as HelloOp;
+}
+
+export function checkAuth(v: unknown[]): AuthOp {
+  const proof = v[1] as Partial<AuthProof> | undefined;
+  if (typeof proof !== "object" || proof === null || typeof proof.token !== "string" || proof.token.length > 4096 ||
+    typeof proof.publicKey !== "string" || proof.publicKey.length > 4096) {
+    throw new KittenError("BAD_PROTOCOL", "Cannot read auth: expected {token, publicKey} strings of at most 4096 characters");
+  }
+  return v as AuthOp;
 }
 
 export function checkSend(v: unknown[]): SendOp {

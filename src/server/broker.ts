@@ -6,6 +6,10 @@
 import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
 import { channelSettings, type Config } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
+import { verifyHelloToken } from "./auth.ts";
+import { KeyRegistry } from "./pinning.ts";
+import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./rules.ts";
+import type { AuthProof } from "../protocol/ops.ts";
 import { Logger } from "./log.ts";
 import { Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
@@ -21,6 +25,19 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
+/** What `send` needs to know of the sending connection. */
+export interface Sender {
+  readonly clientId: string;
+  readonly grants: ClientGrants;
+}
+
+interface Route {
+  endpoint: string;
+  version: string;
+  destination: string;
+  queue: Queue;
+}
+
 export class Broker {
   config: Config;
   readonly now: () => number;
@@ -31,6 +48,12 @@ export class Broker {
   readonly sessions = new Set<Session>();
   /** Sessions with frames waiting to be written; flushed once per burst of input. */
   readonly dirty = new Set<Session>();
+  /** Compiled `config.rules`, replaced whole on reload. */
+  rules: Rules;
+  /** Pinned public keys (`registeredClientsPath`). */
+  registry: KeyRegistry;
+  /** Owners of ids read through exclusive (`!`) rules. */
+  readonly exclusive = new ExclusiveOwners();
   /** True after soft-stop started: new connections and sends are refused. */
   stopping = false;
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
@@ -38,7 +61,7 @@ export class Broker {
   #seq = 0;
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
-  readonly #routes = new Map<string, { destination: string; queue: Queue }>();
+  readonly #routes = new Map<string, Route>();
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.config = config;
@@ -46,6 +69,8 @@ export class Broker {
     this.log = options.logger ?? new Logger(config.logLevel);
     this.store = options.store ?? null;
     this.stats = new Stats(this.now());
+    this.rules = compileRules(config.rules);
+    this.registry = new KeyRegistry(config.registeredClientsPath);
   }
 
   get isMaster(): boolean {
@@ -55,6 +80,9 @@ export class Broker {
   /** Swaps in a validated configuration; queues pick up their new settings at once. */
   reload(config: Config): void {
     this.config = config;
+    this.rules = compileRules(config.rules);
+    if (config.registeredClientsPath !== this.registry.directory) this.registry = new KeyRegistry(config.registeredClientsPath);
+    else this.registry.forget();
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
@@ -78,9 +106,12 @@ export class Broker {
    * throws a KittenError when it is refused. A message id seen recently is accepted again
    * without being queued twice: the sender resent it after a reconnect.
    */
-  send(channelName: string, messageId: string, body: Uint8Array): void | Promise<void> {
+  send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
     if (this.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const { destination, queue } = this.#route(channelName);
+    const { endpoint, version, destination, queue } = this.#route(channelName);
+    if (!this.rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
+      throw notAllowed(sender.clientId, "send", channelName);
+    }
     if (this.#recentIds.has(messageId)) return;
     if (queue.live >= this.config.maxMessagesPerQueue) {
       throw new KittenError(
@@ -129,11 +160,38 @@ export class Broker {
     this.dirty.clear();
   }
 
-  #route(name: string): { destination: string; queue: Queue } {
+  /**
+   * Checks a client's proof at hello. A pinned id must prove the pinned key; a new id must be
+   * accepted by the rules, prove the key it presents, and that key is then pinned (the loser of
+   * a race between two first connections gets KEY_MISMATCH).
+   */
+  async authenticate(clientId: string, nonce: string, proof: AuthProof): Promise<void> {
+    const { serviceId } = this.config;
+    const pinned = await this.registry.get(clientId);
+    if (pinned !== null) {
+      await this.registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
+      await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: pinned, clientId });
+      return;
+    }
+    if (!this.rules.accepts(clientId)) {
+      throw new KittenError("UNKNOWN_CLIENT", `Cannot accept client "${clientId}": no rule's client matches this new id`);
+    }
+    await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: proof.publicKey, clientId });
+    if (await this.registry.pin(clientId, proof.publicKey) === "pinned") {
+      this.log.info("auth", `client=${clientId};public key pinned`);
+    }
+  }
+
+  #route(name: string): Route {
     let route = this.#routes.get(name);
     if (route) return route;
     const channel = parseChannel(name, "Cannot send to");
-    route = { destination: channel.id, queue: this.queue(queueName(channel.endpoint, channel.version)) };
+    route = {
+      endpoint: channel.endpoint,
+      version: channel.version,
+      destination: channel.id,
+      queue: this.queue(queueName(channel.endpoint, channel.version)),
+    };
     if (this.#routes.size >= 10_000) this.#routes.clear();
     this.#routes.set(name, route);
     return route;

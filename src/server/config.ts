@@ -49,6 +49,10 @@ export function defaultConfig(): Config {
       host: "127.0.0.1", // safe by default: exposing the broker is an explicit decision
       token: null, // no shared secret unless the operator sets one; keys and pinning still apply
       maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
+      maxConnections: 10000, // one host cannot exhaust the broker's file descriptors
+      handshakeTimeoutMs: 5000, // an unauthenticated connection holds resources for at most this long
+      maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
+      tls: null, // plain TCP unless certificate and key files are given
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
     },
@@ -121,6 +125,11 @@ const SOCKET_ENTRIES = {
   host: nonEmpty(),
   token: v.nullable(v.pipe(v.string("must be a string or null"), v.minLength(1, "must be a non-empty string or null"))),
   maxFrameSize: int(1024, 67108864),
+  maxConnections: int(1, 1000000),
+  handshakeTimeoutMs: int(100, 600000),
+  maxOutgoingBytes: int(65536, 1073741824),
+  // TLS on the client port: PEM file paths (relative to the config file).
+  tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
   logs: str(),
   packetsFilename: str(),
 };
@@ -205,6 +214,8 @@ export async function loadConfigFile(path: string): Promise<Config> {
   config.logsDirectory = resolve(base, config.logsDirectory);
   config.keysDirectory = resolve(base, config.keysDirectory);
   config.dataDirectory = resolve(base, config.dataDirectory);
+  const tls = config.socketServer.tls;
+  if (tls) config.socketServer.tls = { cert: resolve(base, tls.cert), key: resolve(base, tls.key) };
   return config;
 }
 

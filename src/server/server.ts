@@ -19,7 +19,7 @@ export interface BrokerServer {
 
 export function startBroker(config: Config, options: BrokerOptions = {}): BrokerServer {
   const broker = new Broker(config, options);
-  const listener = listen(broker, config.socketServer.host, config.socketServer.port);
+  const listener = listen(broker);
   let lastSample = broker.now();
   const timer = setInterval(() => {
     broker.tick();

@@ -7,6 +7,7 @@
  */
 import {
   checkAck,
+  checkAuth,
   checkChannelParts,
   checkHello,
   checkIds,
@@ -28,6 +29,9 @@ import {
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
+import { createChallenge } from "./auth.ts";
+import { validateClientId } from "./pinning.ts";
+import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
 import type { Copy, DeliverySink, Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";
 
@@ -40,17 +44,27 @@ export interface Connection {
   readonly remoteAddress: string;
 }
 
-/** Outgoing bytes a slow reader may leave unsent before its deliveries pause. */
-export const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
-
 interface Registration {
   handler: Handler;
   queue: Queue;
+  /** Ids this registration owns through an exclusive (`!`) rule; released when it goes. */
+  claims: Set<string>;
 }
+
+/**
+ * hello → (challenge sent) auth → (token being verified) verifying → open → closed. Nothing
+ * but the next handshake step is accepted before `open`.
+ */
+export type SessionState = "hello" | "auth" | "verifying" | "open" | "closed";
 
 export class Session implements DeliverySink {
   clientId = "";
-  state: "hello" | "open" | "closed" = "hello";
+  state: SessionState = "hello";
+  /** The nonce of the challenge sent to this connection; a proof must sign exactly it. */
+  #nonce = "";
+  #grants: ClientGrants | null = null;
+  /** The compiled rules `#grants` came from: a reload compiles new rules and grants follow. */
+  #grantsOf: Rules | null = null;
   readonly #broker: Broker;
   readonly #connection: Connection;
   readonly #decoder: FrameDecoder;
@@ -94,11 +108,10 @@ export class Session implements DeliverySink {
         throw new KittenError("BAD_FRAME", `Cannot decode frame: ${(error as Error).message}`);
       }
       const op = opOf(value);
-      if (this.state === "hello" && op !== OP.HELLO) {
-        throw new KittenError("BAD_PROTOCOL", `Cannot accept operation ${op}: the first frame must be hello`);
-      }
+      if (this.state !== "open") this.#checkHandshakeStep(op);
       switch (op) {
         case OP.HELLO: return this.#handleHello(value);
+        case OP.AUTH: return this.#handleAuth(value);
         case OP.SEND: return this.#handleSend(value);
         case OP.ACK: return this.#handleAck(value);
         case OP.NACK: return this.#handleNack(value);
@@ -116,6 +129,17 @@ export class Session implements DeliverySink {
     }
   }
 
+  #checkHandshakeStep(op: number): void {
+    const expected = this.state === "hello" ? OP.HELLO : this.state === "auth" ? OP.AUTH : -1;
+    if (op === expected) return;
+    const step = this.state === "hello"
+      ? "the first frame must be hello"
+      : this.state === "auth"
+      ? "the client must answer the challenge first"
+      : "authentication is in progress";
+    throw new KittenError("BAD_PROTOCOL", `Cannot accept operation ${op}: ${step}`);
+  }
+
   #handleHello(value: unknown[]): void {
     if (this.state !== "hello") throw new KittenError("BAD_PROTOCOL", "Cannot accept hello: the session is already open");
     const [, protocol, options] = checkHello(value);
@@ -131,7 +155,26 @@ export class Session implements DeliverySink {
       throw new KittenError("AUTH_FAILED", `Cannot accept client "${options.client}": wrong broker token`);
     }
     if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
+    validateClientId(options.client);
     this.clientId = options.client;
+    this.#nonce = createChallenge();
+    this.state = "auth";
+    this.#push([OP.CHALLENGE, { nonce: this.#nonce, serviceId: config.serviceId }]);
+  }
+
+  /** Verifies the proof (async: key files, signature); the session opens when it holds. */
+  #handleAuth(value: unknown[]): void {
+    const [, proof] = checkAuth(value);
+    this.state = "verifying";
+    this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
+      () => this.#open(),
+      (error) => this.#fail(null, error),
+    ).finally(() => this.#broker.flush());
+  }
+
+  #open(): void {
+    if (this.state !== "verifying") return; // closed meanwhile
+    const config = this.#broker.config;
     this.state = "open";
     this.#push([OP.WELCOME, {
       server: config.serviceId,
@@ -144,9 +187,19 @@ export class Session implements DeliverySink {
     this.#broker.log.info("socket", `client=${this.clientId};remote=${this.#connection.remoteAddress};connected`);
   }
 
+  /** This client's grants under the rules in force (recomputed after a reload). */
+  get grants(): ClientGrants {
+    const rules = this.#broker.rules;
+    if (this.#grantsOf !== rules) {
+      this.#grants = rules.forClient(this.clientId);
+      this.#grantsOf = rules;
+    }
+    return this.#grants!;
+  }
+
   #handleSend(value: unknown[]): void {
     const [, ref, channel, messageId, body] = checkSend(value);
-    const stored = this.#broker.send(channel, messageId, body);
+    const stored = this.#broker.send(channel, messageId, body, this);
     if (stored === undefined) return this.#confirm(ref);
     stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)).finally(() => this.#broker.flush());
   }
@@ -157,9 +210,45 @@ export class Session implements DeliverySink {
     if (this.#registrations.has(sub)) {
       throw new KittenError("DUPLICATE_SUBSCRIPTION", `Cannot ${kind}: subscription ${sub} is already registered`);
     }
+    const claims = this.#authorizeRead(kind, endpoint, version, ids);
     const handler = this.#broker.subscribe(this, kind, sub, endpoint, version, ids, prefetch);
-    this.#registrations.set(sub, { handler, queue: this.#broker.queue(`${endpoint}/${version}`) });
+    this.#registrations.set(sub, { handler, queue: this.#broker.queue(`${endpoint}/${version}`), claims });
     this.#confirm(ref);
+  }
+
+  /**
+   * Checks read rules for every id, then claims the ids an exclusive (`!`) rule covers, all or
+   * none. Returns the claimed ids; throws NOT_ALLOWED or EXCLUSIVE_TAKEN.
+   */
+  #authorizeRead(action: Action, endpoint: string, version: string, ids: readonly string[]): Set<string> {
+    const claims = new Set<string>();
+    if (this.#broker.rules.isOpen) return claims;
+    const grants = this.grants;
+    const exclusive: string[] = [];
+    let pattern = "";
+    for (const id of ids) {
+      if (!grants.canRead(endpoint, version, id)) throw notAllowed(this.clientId, action, `${endpoint}/${version}/${id}`);
+      const marked = grants.exclusivePattern(endpoint, version, id);
+      if (marked === null) continue;
+      exclusive.push(id);
+      pattern = marked;
+    }
+    if (exclusive.length === 0) return claims;
+    const queue = `${endpoint}/${version}`;
+    const refused = this.#broker.exclusive.claimAll(queue, exclusive, this.clientId);
+    if (refused !== null) {
+      this.#broker.log.warn("rules", `client=${this.clientId};queue=${queue};id=${refused};exclusive id already owned`);
+      throw exclusiveTaken(this.clientId, action, `${queue}/${refused}`, pattern);
+    }
+    for (const id of exclusive) claims.add(id);
+    return claims;
+  }
+
+  #release(registration: Registration, ids: Iterable<string>): void {
+    for (const id of ids) {
+      if (!registration.claims.delete(id)) continue;
+      this.#broker.exclusive.release(this.clientId, registration.queue.name, id);
+    }
   }
 
   #handleIds(value: unknown[], add: boolean): void {
@@ -167,8 +256,14 @@ export class Session implements DeliverySink {
     const registration = this.#registration(sub, add ? "add ids" : "remove ids");
     const [endpoint, version] = registration.queue.name.split("/") as [string, string];
     checkChannelParts(endpoint, version, ids, add ? "Cannot add id to" : "Cannot remove id from");
-    if (add) registration.queue.addIds(registration.handler, ids);
-    else registration.queue.removeIds(registration.handler, ids);
+    if (add) {
+      const fresh = ids.filter((id) => !registration.handler.ids.has(id));
+      for (const id of this.#authorizeRead("addId", endpoint, version, fresh)) registration.claims.add(id);
+      registration.queue.addIds(registration.handler, ids);
+    } else {
+      registration.queue.removeIds(registration.handler, ids);
+      this.#release(registration, ids);
+    }
     this.#confirm(ref);
   }
 
@@ -177,6 +272,7 @@ export class Session implements DeliverySink {
     const registration = this.#registration(sub, "unsubscribe");
     this.#registrations.delete(sub);
     registration.queue.unsubscribe(registration.handler);
+    this.#release(registration, [...registration.claims]);
     this.#confirm(ref);
   }
 
@@ -212,8 +308,13 @@ export class Session implements DeliverySink {
 
   // ── outgoing ───────────────────────────────────────────────────────────────────────────────
 
+  /** Bytes written to the socket buffer-side but not yet accepted by the kernel. */
+  get unsentBytes(): number {
+    return this.#unsentBytes;
+  }
+
   writable(): boolean {
-    return this.#unsentBytes < MAX_UNSENT_BYTES && this.state !== "closed";
+    return this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes && this.state !== "closed";
   }
 
   deliver(copy: Copy, handler: Handler): void {
@@ -301,7 +402,10 @@ export class Session implements DeliverySink {
     if (this.state === "closed") return;
     const wasOpen = this.state === "open";
     this.state = "closed";
-    for (const { handler, queue } of this.#registrations.values()) queue.unsubscribe(handler);
+    for (const registration of this.#registrations.values()) {
+      registration.queue.unsubscribe(registration.handler);
+      this.#release(registration, [...registration.claims]);
+    }
     this.#registrations.clear();
     this.#broker.sessions.delete(this);
     this.#broker.dirty.delete(this);

@@ -1,33 +1,40 @@
 /**
  * Bun.listen glue: socket events → Session. The only file of the broker that touches sockets.
+ * It also enforces the per-connection limits that need a socket: the connection cap and the
+ * handshake deadline.
  */
 import type { Socket, TCPSocketListener } from "bun";
+import { encode, FrameBatch, OP } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import { type Connection, Session } from "./session.ts";
-
-/** A client that has not said hello within this time is disconnected. */
-export const HANDSHAKE_TIMEOUT_MS = 5_000;
 
 interface SocketData {
   session: Session;
   handshake: ReturnType<typeof setTimeout> | null;
 }
 
-export function listen(broker: Broker, hostname: string, port: number): TCPSocketListener<SocketData> {
+export function listen(broker: Broker): TCPSocketListener<SocketData> {
+  const { host, port, tls } = broker.config.socketServer;
   return Bun.listen<SocketData>({
-    hostname,
+    hostname: host,
     port,
+    ...(tls ? { tls: { cert: Bun.file(tls.cert), key: Bun.file(tls.key) } } : {}),
     socket: {
       open(socket) {
+        const limits = broker.config.socketServer;
         const session = new Session(broker, connectionOf(socket));
+        socket.data = { session, handshake: null };
+        if (broker.sessions.size >= limits.maxConnections) {
+          broker.log.warn("socket", `remote=${socket.remoteAddress};maxConnections ${limits.maxConnections} reached;refused`);
+          socket.end(refusal(`Cannot accept a connection: the broker holds maxConnections ${limits.maxConnections}`));
+          return;
+        }
         broker.sessions.add(session);
-        const handshake = setTimeout(() => {
-          if (session.state === "hello") {
-            broker.log.warn("socket", `remote=${socket.remoteAddress};no hello within ${HANDSHAKE_TIMEOUT_MS} ms;closing`);
-            socket.end();
-          }
-        }, HANDSHAKE_TIMEOUT_MS);
-        socket.data = { session, handshake };
+        socket.data.handshake = setTimeout(() => {
+          if (session.state === "open" || session.state === "closed") return;
+          broker.log.warn("socket", `remote=${socket.remoteAddress};not authenticated within ${limits.handshakeTimeoutMs} ms;closing`);
+          socket.end();
+        }, limits.handshakeTimeoutMs);
       },
       data(socket, chunk) {
         socket.data.session.receive(chunk);
@@ -45,6 +52,12 @@ export function listen(broker: Broker, hostname: string, port: number): TCPSocke
       },
     },
   });
+}
+
+function refusal(message: string): Uint8Array {
+  const batch = new FrameBatch(256);
+  batch.push(encode([OP.ERROR, null, "TOO_MANY_CONNECTIONS", message]));
+  return batch.take();
 }
 
 function connectionOf(socket: Socket<SocketData>): Connection {

@@ -8,6 +8,8 @@ import { client, KittenError } from "../../mod.ts";
 
 interface Broker {
   host: string;
+  /** A temp folder for the client's key pair, removed with the broker. */
+  keys: string;
   stop(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ async function startBroker(): Promise<Broker> {
   })();
   return {
     host: `127.0.0.1:${port}@broker-1`,
+    keys: `${dir}/keys`,
     async stop() {
       process.kill("SIGTERM");
       await process.status;
@@ -57,7 +60,7 @@ it("deno: connect, send, consume and ack against a broker subprocess", async () 
   const broker = await startBroker();
   const mq = client();
   try {
-    await mq.connect({ hosts: [broker.host], clientId: "deno-smoke" });
+    await mq.connect({ hosts: [broker.host], clientId: "deno-smoke", keysDirectory: broker.keys });
     const received: unknown[] = [];
     let redelivered = -1;
     const finished = new Promise<void>((resolve) => {
@@ -86,7 +89,7 @@ it("deno: callback API, listen and coded errors", async () => {
   const mq = client();
   try {
     await new Promise<void>((resolve, reject) =>
-      mq.connect({ hosts: [broker.host], clientId: "deno-callbacks" }, (err) => (err ? reject(err) : resolve()))
+      mq.connect({ hosts: [broker.host], clientId: "deno-callbacks", keysDirectory: broker.keys }, (err) => (err ? reject(err) : resolve()))
     );
     const heard = new Promise<{ message: unknown; id: string }>((resolve) =>
       mq.listen({ endpoint: "news", version: "v1", ids: ["fr"] }, (err, message, info) => {

@@ -1,5 +1,6 @@
 import { afterEach, expect, it } from "bun:test";
 import { client, KittenError } from "../../mod.ts";
+import { testKeysDirectory } from "../helpers/keys.ts";
 import {
   Cleanup,
   freePort,
@@ -29,7 +30,7 @@ it("e2e: client calls made before connect() are queued and delivered", async () 
   const sent = [mq.send("early/v1/1", "first"), mq.send("early/v1/y", "second")];
   expect(mq.isConnected()).toBe(false);
 
-  await mq.connect({ hosts: [broker.host], clientId: clientId() });
+  await mq.connect({ hosts: [broker.host], clientId: clientId(), keysDirectory: testKeysDirectory });
   await Promise.all([...sent, worker.ready, sub.ready, added]);
   await waitFor(() => got.length === 1 && heard.length === 1);
   expect(got[0]!.message).toBe("first");
@@ -40,7 +41,7 @@ it("e2e: client calls made before connect() are queued and delivered", async () 
 it("e2e: client connect(config, cb), send(channel, data, cb) and disconnect(cb) call back", async () => {
   const broker = cleanup.broker();
   const mq = cleanup.add(client());
-  const connectError = await new Promise((resolve) => mq.connect({ hosts: [broker.host], clientId: clientId() }, resolve));
+  const connectError = await new Promise((resolve) => mq.connect({ hosts: [broker.host], clientId: clientId(), keysDirectory: testKeysDirectory }, resolve));
   expect(connectError).toBeNull();
   expect(mq.isConnected()).toBe(true);
 
@@ -72,7 +73,7 @@ it("e2e: client emits 'connect' and 'disconnect' as the broker comes and goes", 
   });
   mq.on("disconnect", () => events.push("disconnect"));
   mq.on("error", () => {}); // reconnect failures are reported here while the broker is away
-  await mq.connect({ hosts: [first.host], clientId: clientId(), ...fast });
+  await mq.connect({ hosts: [first.host], clientId: clientId(), keysDirectory: testKeysDirectory, ...fast });
   expect(events).toEqual(["connect"]);
   expect(connectInfo.host).toBe(first.host);
   expect(connectInfo.welcome?.serviceId).toBe("broker-1");
@@ -141,7 +142,7 @@ it("e2e: client send rejects at once with QUEUE_FULL when maxPendingMessages are
   const port = await freePort(); // nothing listens there
   const mq = cleanup.add(client());
   mq.on("error", () => {});
-  const connecting = mq.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), maxPendingMessages: 2, ...fast });
+  const connecting = mq.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), keysDirectory: testKeysDirectory, maxPendingMessages: 2, ...fast });
   connecting.catch(() => {});
   const first = mq.send("full/v1/1", 1);
   const second = mq.send("full/v1/1", 2);
@@ -174,7 +175,7 @@ it("e2e: client disconnect() rejects unconfirmed sends and a pending connect wit
   expect((await pendingCallback).code).toBe("CLOSED");
 
   const other = cleanup.add(client());
-  const connecting = other.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), ...fast });
+  const connecting = other.connect({ hosts: [`127.0.0.1:${port}@broker-1`], clientId: clientId(), keysDirectory: testKeysDirectory, ...fast });
   await other.disconnect();
   expect((await rejection(connecting)).code).toBe("CLOSED");
 });
@@ -184,7 +185,7 @@ it("e2e: client connect rejects with AUTH_FAILED on a wrong broker token", async
   const mq = cleanup.add(client());
   const errors: KittenError[] = [];
   mq.on("error", (error) => errors.push(error));
-  const error = await rejection(mq.connect({ hosts: [`${broker.host}#bad`], clientId: clientId(), ...fast }));
+  const error = await rejection(mq.connect({ hosts: [`${broker.host}#bad`], clientId: clientId(), keysDirectory: testKeysDirectory, ...fast }));
   expect(error).toBeInstanceOf(KittenError);
   expect(error.code).toBe("AUTH_FAILED");
   expect(mq.isConnected()).toBe(false);
@@ -192,7 +193,7 @@ it("e2e: client connect rejects with AUTH_FAILED on a wrong broker token", async
   // Without a token: refused the same way, through the callback.
   const noToken = cleanup.add(client());
   const viaCallback = await new Promise<KittenError>((resolve) =>
-    noToken.connect({ hosts: [broker.host], clientId: clientId(), ...fast }, resolve as never).catch(() => {})
+    noToken.connect({ hosts: [broker.host], clientId: clientId(), keysDirectory: testKeysDirectory, ...fast }, resolve as never).catch(() => {})
   );
   expect(viaCallback.code).toBe("AUTH_FAILED");
 
@@ -303,8 +304,8 @@ it("e2e: client connect() can be called again after a refusal (AUTH_FAILED)", as
   const mq = cleanup.add(client());
   mq.on("error", () => {});
   const id = clientId();
-  const refused = await rejection(mq.connect({ hosts: [`${broker.host}#wrong`], clientId: id }));
+  const refused = await rejection(mq.connect({ hosts: [`${broker.host}#wrong`], clientId: id, keysDirectory: testKeysDirectory }));
   expect(refused.code).toBe("AUTH_FAILED");
-  await mq.connect({ hosts: [`${broker.host}#s3cret`], clientId: id });
+  await mq.connect({ hosts: [`${broker.host}#s3cret`], clientId: id, keysDirectory: testKeysDirectory });
   expect(mq.isConnected()).toBe(true);
 });

@@ -11,7 +11,11 @@ import {
   type KittenError,
   type ListenHandler,
 } from "../../mod.ts";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { testKeysDirectory } from "./keys.ts";
 import type { Broker } from "../../src/server/broker.ts";
 import { parseConfig } from "../../src/server/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
@@ -33,7 +37,9 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
     host: "127.0.0.1",
     ...(overrides.socketServer as Record<string, unknown> | undefined),
   };
-  const config = parseConfig({ isManagementInterface: false, ...overrides, socketServer });
+  // Pinned client keys go to a temp folder of this broker, removed when it stops.
+  const clients = mkdtempSync(join(tmpdir(), "kitten-clients-"));
+  const config = parseConfig({ isManagementInterface: false, registeredClientsPath: clients, ...overrides, socketServer });
   const logger = memoryLogger();
   const server = startBroker(config, { logger });
   return {
@@ -41,7 +47,10 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
     broker: server.broker,
     logger,
     host: `127.0.0.1:${server.port}@broker-1`,
-    stop: () => server.stop(),
+    stop: async () => {
+      await server.stop();
+      rmSync(clients, { recursive: true, force: true });
+    },
   };
 }
 
@@ -52,6 +61,7 @@ export function clientOptions(testBroker: { host: string }, options: Partial<Cli
   return {
     hosts: [testBroker.host],
     clientId: `test-client-${process.pid}-${++clientSeq}`,
+    keysDirectory: testKeysDirectory,
     reconnectDelayMs: 20,
     maxReconnectDelayMs: 100,
     ...options,

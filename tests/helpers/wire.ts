@@ -5,6 +5,8 @@
 import { connect, type Socket } from "node:net";
 import { decode, encode, frame, FrameDecoder, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
+import { loadOrCreateKeys, signHelloToken } from "../../src/client/keys.ts";
+import { testKeysDirectory } from "./keys.ts";
 
 export interface Wire {
   /** Encodes one operation array and writes it as one frame. */
@@ -117,8 +119,31 @@ export async function dial(port: number, host = "127.0.0.1"): Promise<Wire> {
 /** Says hello as `client` and returns the welcome info. */
 export async function hello(wire: Wire, client: string, token: string | null = null): Promise<Record<string, unknown>> {
   wire.send([OP.HELLO, PROTOCOL_VERSION, { client, token }]);
+  return await answerChallenge(wire, client);
+}
+
+/** Waits for the broker's challenge, answers it with a token signed by the test key, returns welcome. */
+export async function answerChallenge(wire: Wire, client: string): Promise<Record<string, unknown>> {
+  const [, challenge] = await wire.expect(OP.CHALLENGE) as [number, { nonce: string; serviceId: string }];
+  wire.send([OP.AUTH, await proofFor(client, challenge)]);
   const welcome = await wire.expect(OP.WELCOME);
   return welcome[1] as Record<string, unknown>;
+}
+
+/** The AUTH payload for `client` answering `challenge`, signed with the shared test key pair. */
+export async function proofFor(
+  client: string,
+  challenge: { nonce: string; serviceId: string },
+  keysName = "wire",
+): Promise<{ token: string; publicKey: string }> {
+  const keys = await loadOrCreateKeys(testKeysDirectory, keysName);
+  const token = await signHelloToken({
+    privateKey: keys.privateKey,
+    clientId: client,
+    audience: challenge.serviceId,
+    nonce: challenge.nonce,
+  });
+  return { token, publicKey: keys.publicKeyPem };
 }
 
 /** A 4-byte big-endian length prefix followed by `body` (any bytes). */

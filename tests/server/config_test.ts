@@ -63,6 +63,10 @@ describe("parseConfig()", () => {
       host: "127.0.0.1",
       token: null,
       maxFrameSize: 1048576,
+      maxConnections: 10000,
+      handshakeTimeoutMs: 5000,
+      maxOutgoingBytes: 4194304,
+      tls: null,
       logs: "packets",
       packetsFilename: "broker.log",
     });

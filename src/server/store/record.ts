@@ -1,0 +1,154 @@
+/**
+ * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
+ * values, and the upgrade path between store versions.
+ *
+ * Format v1 (`STORE_VERSION = 1`), one SQLite database `kitten-mq.db` in WAL mode:
+ *
+ *   meta(key TEXT PRIMARY KEY, value)      store_version (integer), epoch (integer, cluster
+ *                                          fencing, 0 until a cluster sets it), created (ms)
+ *   messages(seq INTEGER PRIMARY KEY,      arrival order (the store assigns it; load() sorts by it)
+ *            id TEXT, queue TEXT,          StoredMessage fields, one row per accepted message;
+ *            destination TEXT,             the row is deleted when every copy is settled
+ *            created INTEGER, body BLOB)
+ *
+ * How to change the format (beanstalkd's `Walver`):
+ * 1. Bump `STORE_VERSION` in src/version.ts and add an "Upgrading" entry in CHANGELOG.md.
+ * 2. Change `SCHEMA` to the new shape (a fresh store is created directly at the newest version),
+ *    write `encodeRecord`/`decodeRecordVn` for the new row, and point `decodeRecord` at it.
+ * 3. Keep `decodeRecordV1` (and every older decoder): an upgrade step may need to read old rows.
+ * 4. Add `UPGRADES[n]`, the step from version n to n + 1. `migrate` runs the steps one after
+ *    another inside one transaction together with the new `store_version`, so a crash during an
+ *    upgrade leaves the old version intact. Prefer SQL (`ALTER TABLE … ADD COLUMN … DEFAULT …`);
+ *    when a row must be rewritten, read it with the old decoder and write it with the new encoder.
+ * 5. Keep the v1 fixture test (tests/server/store/fixtures/store_v1.sql) and add one for the new
+ *    version: every release must read every older format.
+ * A store written by a newer version is refused (never downgraded): `migrate` throws.
+ */
+import type { Database } from "bun:sqlite";
+import { KittenError } from "../../protocol/errors.ts";
+import { STORE_VERSION } from "../../version.ts";
+import type { StoredMessage } from "./store.ts";
+
+/** The database file inside the data directory (with its `-wal` companion). */
+export const STORE_FILE = "kitten-mq.db";
+
+/** Meta keys. */
+export const META = {
+  STORE_VERSION: "store_version",
+  /** Cluster fencing epoch: a primary writes a higher one; a store never goes back. */
+  EPOCH: "epoch",
+  /** When the store was created (ms since epoch). */
+  CREATED: "created",
+} as const;
+
+export type MetaValue = string | number;
+
+/** The schema of the current version; a fresh store starts here. */
+export const SCHEMA = [
+  "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+  `CREATE TABLE messages (
+     seq INTEGER PRIMARY KEY,
+     id TEXT NOT NULL,
+     queue TEXT NOT NULL,
+     destination TEXT NOT NULL,
+     created INTEGER NOT NULL,
+     body BLOB NOT NULL
+   )`,
+];
+
+/** Statements on the rows of the current version (parameters in `encodeRecord` order). */
+export const SQL = {
+  insert: "INSERT INTO messages (seq, id, queue, destination, created, body) VALUES (?, ?, ?, ?, ?, ?)",
+  delete: "DELETE FROM messages WHERE seq = ?",
+  selectAll: "SELECT seq, id, queue, destination, created, body FROM messages ORDER BY seq",
+  maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
+  getMeta: "SELECT value FROM meta WHERE key = ?",
+  setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+} as const;
+
+/** A v1 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
+export type RecordV1 = [seq: number, id: string, queue: string, destination: string, created: number, body: Uint8Array];
+
+/** The row for a message (current version). */
+export function encodeRecord(seq: number, message: StoredMessage): RecordV1 {
+  return [seq, message.id, message.queue, message.destination, message.created, message.body];
+}
+
+export function decodeRecordV1(row: RecordV1): StoredMessage {
+  const [, id, queue, destination, created, body] = row;
+  return { id, queue, destination, created, body };
+}
+
+/** Decodes a row written by `version` (only the current version's rows exist after `migrate`). */
+export function decodeRecord(version: number, row: unknown[]): StoredMessage {
+  switch (version) {
+    case 1:
+      return decodeRecordV1(row as RecordV1);
+    default:
+      throw new Error(`no decoder for store version ${version}`);
+  }
+}
+
+/** `UPGRADES[n]` turns a version n store into version n + 1 (inside migrate's transaction). */
+export type Upgrade = (db: Database) => void;
+export const UPGRADES: Readonly<Record<number, Upgrade>> = {};
+
+export function getMeta(db: Database, key: string): MetaValue | null {
+  const row = db.query<{ value: MetaValue }, [string]>(SQL.getMeta).get(key);
+  return row?.value ?? null;
+}
+
+export function setMeta(db: Database, key: string, value: MetaValue): void {
+  db.query(SQL.setMeta).run(key, value);
+}
+
+export interface MigrateOptions {
+  /** Named in error messages. */
+  directory: string;
+  /** The version to reach (tests pass a future one). */
+  target?: number;
+  upgrades?: Readonly<Record<number, Upgrade>>;
+  now?: () => number;
+}
+
+/**
+ * Brings an open database to the target version: creates the schema in an empty database,
+ * upgrades an older one step by step, refuses a newer one or one that is not a Kitten-MQ store.
+ * Returns the version found on disk before any upgrade (0 for a new store).
+ */
+export function migrate(db: Database, options: MigrateOptions): number {
+  const { directory, target = STORE_VERSION, upgrades = UPGRADES, now = Date.now } = options;
+  const refuse = (why: string) => new KittenError("STORE_UNAVAILABLE", `Cannot open the store in "${directory}": ${why}`);
+  let found = 0;
+  db.transaction(() => {
+    const tables = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table'").all();
+    if (tables.length === 0) {
+      for (const statement of SCHEMA) db.run(statement);
+      setMeta(db, META.STORE_VERSION, target);
+      setMeta(db, META.EPOCH, 0);
+      setMeta(db, META.CREATED, now());
+      return;
+    }
+    if (!tables.some((table) => table.name === "meta")) {
+      throw refuse(`${STORE_FILE} is not a Kitten-MQ store (no meta table)`);
+    }
+    const version = getMeta(db, META.STORE_VERSION);
+    if (typeof version !== "number" || !Number.isInteger(version) || version < 1) {
+      throw refuse(`${STORE_FILE} has no valid store_version (${JSON.stringify(version)})`);
+    }
+    found = version;
+    if (version > target) {
+      throw refuse(
+        `it was written by store version ${version}, and this Kitten-MQ reads versions up to ${target}. ` +
+          "Run a newer Kitten-MQ, or point dataDirectory at another directory",
+      );
+    }
+    for (let from = version; from < target; from++) {
+      const upgrade = upgrades[from];
+      if (!upgrade) throw refuse(`no upgrade from store version ${from} to ${from + 1}`);
+      upgrade(db);
+    }
+    if (version < target) setMeta(db, META.STORE_VERSION, target);
+  }).immediate();
+  return found;
+}
