@@ -6,6 +6,8 @@
 import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
 import { channelSettings, type Config } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
+import { type CompiledSchema, compileSchemas } from "./schema.ts";
+import { decode, encode } from "../protocol/cbor.ts";
 import { verifyHelloToken } from "./auth.ts";
 import { KeyRegistry } from "./pinning.ts";
 import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./rules.ts";
@@ -36,6 +38,32 @@ interface Route {
   version: string;
   destination: string;
   queue: Queue;
+  /** The queue's format, when its channel entry has a `map`. */
+  schema: CompiledSchema | undefined;
+}
+
+/**
+ * Checks a body against its channel's format: only channels with a `map` pay for a decode.
+ * Returns the body consumers receive: unchanged, or re-encoded when converters changed values.
+ */
+function conform(schema: CompiledSchema, channel: string, queue: string, body: Uint8Array): Uint8Array {
+  let value: unknown;
+  try {
+    value = decode(body);
+  } catch (error) {
+    throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the body is not CBOR: ${(error as Error).message}`);
+  }
+  const result = schema.validate(value);
+  if (!result.ok) {
+    const first = result.issues[0]!;
+    throw new KittenError(
+      "BAD_FORMAT",
+      `Cannot send to "${channel}": the message does not match the format of "${queue}": ` +
+        `${result.issues.length} issue(s), first: ${first.field || "(message)"} ${first.error}`,
+      result.issues,
+    );
+  }
+  return result.value === value ? body : encode(result.value);
 }
 
 export class Broker {
@@ -48,6 +76,8 @@ export class Broker {
   readonly sessions = new Set<Session>();
   /** Sessions with frames waiting to be written; flushed once per burst of input. */
   readonly dirty = new Set<Session>();
+  /** Compiled channel formats by queue name, replaced whole on reload. */
+  schemas: Map<string, CompiledSchema>;
   /** Compiled `config.rules`, replaced whole on reload. */
   rules: Rules;
   /** Pinned public keys (`registeredClientsPath`). */
@@ -70,6 +100,7 @@ export class Broker {
     this.store = options.store ?? null;
     this.stats = new Stats(this.now());
     this.rules = compileRules(config.rules);
+    this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
   }
 
@@ -81,6 +112,8 @@ export class Broker {
   reload(config: Config): void {
     this.config = config;
     this.rules = compileRules(config.rules);
+    this.schemas = compileSchemas(config.channels).schemas;
+    this.#routes.clear(); // routes cache each queue's schema
     if (config.registeredClientsPath !== this.registry.directory) this.registry = new KeyRegistry(config.registeredClientsPath);
     else this.registry.forget();
     this.log.minLevel = config.logLevel;
@@ -108,10 +141,11 @@ export class Broker {
    */
   send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
     if (this.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const { endpoint, version, destination, queue } = this.#route(channelName);
+    const { endpoint, version, destination, queue, schema } = this.#route(channelName);
     if (!this.rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
       throw notAllowed(sender.clientId, "send", channelName);
     }
+    if (schema) body = conform(schema, channelName, queue.name, body);
     if (this.#recentIds.has(messageId)) return;
     if (queue.live >= this.config.maxMessagesPerQueue) {
       throw new KittenError(
@@ -191,6 +225,7 @@ export class Broker {
       version: channel.version,
       destination: channel.id,
       queue: this.queue(queueName(channel.endpoint, channel.version)),
+      schema: this.schemas.get(queueName(channel.endpoint, channel.version)),
     };
     if (this.#routes.size >= 10_000) this.#routes.clear();
     this.#routes.set(name, route);

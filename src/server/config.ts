@@ -13,6 +13,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
+import { compileSchemas } from "./schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
 export type Config = v.InferOutput<typeof CONFIG_SCHEMA>;
@@ -187,6 +188,8 @@ export function parseConfig(input: unknown, source = "config"): Config {
   const result = v.safeParse(CONFIG_SCHEMA, merged, { abortPipeEarly: true });
   const problems = result.issues?.map(toProblem) ?? [];
   problems.push(...crossFieldProblems(merged));
+  // Channel formats are compiled here too, so a bad `map` is reported with its path at load.
+  if (result.success) problems.push(...compileSchemas(result.output.channels).problems);
   if (problems.length > 0) throw configError(source, problems);
   return result.output as Config; // no issues, so the output is typed
 }
