@@ -181,7 +181,14 @@ export class Broker {
     return handler;
   }
 
-  /** Runs timers of every queue that has some; called by the server about every 50 ms. */
+  /** Deliveries not yet acked, across queues. */
+  inflight(): number {
+    let count = 0;
+    for (const queue of this.queues.values()) count += queue.depth().inflight;
+    return count;
+  }
+
+  /** Runs timers of every queue that has some; called by the server about every 25 ms. */
   tick(): void {
     const now = this.now();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);

@@ -1,8 +1,9 @@
 /**
  * A running broker: the core, its TCP listener and its timer, started and stopped together.
  */
+import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import type { Config } from "./config.ts";
+import { type Config, loadConfigFile } from "./config.ts";
 import { listen } from "./tcp.ts";
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
@@ -13,11 +14,27 @@ export interface BrokerServer {
   /** The port actually bound (useful with `socketServer.port: 0`). */
   readonly port: number;
   readonly hostname: string;
+  /** The config file the broker was started with (null: embedded defaults). */
+  readonly configPath: string | null;
+  /**
+   * Re-reads the config file and applies it. The whole file is validated first: a bad file
+   * throws CONFIG_INVALID listing every problem, and the running config stays.
+   */
+  reload(): Promise<Config>;
+  /**
+   * Refuses new connections and sends, lets in-flight deliveries finish for at most `graceMs`,
+   * then stops. Resolves when stopped.
+   */
+  softStop(graceMs: number): Promise<void>;
   /** Stops accepting, closes every connection and the timers. */
   stop(): Promise<void>;
 }
 
-export function startBroker(config: Config, options: BrokerOptions = {}): BrokerServer {
+export interface StartOptions extends BrokerOptions {
+  configPath?: string | null;
+}
+
+export function startBroker(config: Config, options: StartOptions = {}): BrokerServer {
   const broker = new Broker(config, options);
   const listener = listen(broker);
   let lastSample = broker.now();
@@ -32,10 +49,31 @@ export function startBroker(config: Config, options: BrokerOptions = {}): Broker
   broker.log.info("broker", `serviceId=${config.serviceId};listening=${listener.hostname}:${listener.port};` +
     `role=${config.isMaster ? "master" : "slave"};started`);
   let stopped: Promise<void> | null = null;
+  const configPath = options.configPath ?? null;
   return {
     broker,
     port: listener.port,
     hostname: listener.hostname,
+    configPath,
+    async reload() {
+      if (configPath === null) {
+        throw new KittenError("CONFIG_INVALID", "Cannot reload: the broker runs on the embedded defaults, with no config file");
+      }
+      const next = await loadConfigFile(configPath);
+      broker.reload(next);
+      return next;
+    },
+    async softStop(graceMs) {
+      if (!broker.stopping) {
+        broker.stopping = true;
+        broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
+      }
+      const deadline = broker.now() + graceMs;
+      while (broker.inflight() > 0 && broker.now() < deadline) await new Promise((r) => setTimeout(r, TICK_MS));
+      const left = broker.inflight();
+      if (left > 0) broker.log.warn("broker", `soft stop: ${left} deliveries still unacked after ${graceMs} ms`);
+      await this.stop();
+    },
     stop() {
       stopped ??= (async () => {
         clearInterval(timer);
