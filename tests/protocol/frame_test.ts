@@ -14,18 +14,8 @@ import {
   OP,
   opOf,
 } from "../../src/protocol/ops.ts";
+import { mulberry32 } from "../helpers/random.ts";
 
-/** Deterministic PRNG (mulberry32): the same seed gives the same inputs on every run. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function concat(...parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));

@@ -1,17 +1,7 @@
 import { describe, expect, it } from "bun:test";
 import { Deque } from "../../src/server/deque.ts";
+import { mulberry32 as rng } from "../helpers/random.ts";
 
-/** Small deterministic PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("Deque", () => {
   it("Deque is empty at first: length 0, shift() and peek() return undefined", () => {
