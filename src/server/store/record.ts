@@ -13,8 +13,8 @@
  *
  * How to change the format (beanstalkd's `Walver`):
  * 1. Bump `STORE_VERSION` in src/version.ts and add an "Upgrading" entry in CHANGELOG.md.
- * 2. Change `SCHEMA` to the new shape (a fresh store is created directly at the newest version),
- *    write `encodeRecord`/`decodeRecordVn` for the new row, and point `decodeRecord` at it.
+ * 2. Change `SCHEMA` and `SQL` to the new shape (a fresh store is created directly at the newest
+ *    version), change `encodeRecord`, write `decodeRecordVn` and point `decodeRecord` at it.
  * 3. Keep `decodeRecordV1` (and every older decoder): an upgrade step may need to read old rows.
  * 4. Add `UPGRADES[n]`, the step from version n to n + 1. `migrate` runs the steps one after
  *    another inside one transaction together with the new `store_version`, so a crash during an
@@ -24,7 +24,7 @@
  *    version: every release must read every older format.
  * A store written by a newer version is refused (never downgraded): `migrate` throws.
  */
-import type { Database } from "bun:sqlite";
+import type { Database, Statement } from "bun:sqlite";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import type { StoredMessage } from "./store.ts";
@@ -69,9 +69,9 @@ export const SQL = {
 /** A v1 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
 export type RecordV1 = [seq: number, id: string, queue: string, destination: string, created: number, body: Uint8Array];
 
-/** The row for a message (current version). */
-export function encodeRecord(seq: number, message: StoredMessage): RecordV1 {
-  return [seq, message.id, message.queue, message.destination, message.created, message.body];
+/** Writes the row of a message (current version) with a prepared `SQL.insert`; no array per row. */
+export function encodeRecord(insert: Statement<unknown, RecordV1>, seq: number, message: StoredMessage): void {
+  insert.run(seq, message.id, message.queue, message.destination, message.created, message.body);
 }
 
 export function decodeRecordV1(row: RecordV1): StoredMessage {

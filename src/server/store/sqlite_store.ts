@@ -4,8 +4,10 @@
  *
  * Group commit: `append` and `remove` only record what to do, and one transaction per event-loop
  * turn writes everything gathered since the last one, so one fsync serves every message that
- * arrived meanwhile. bun:sqlite is synchronous, so a commit blocks the loop for its duration (about
- * 1–3 ms for 1000 messages including the fsync, see scripts/store_probe.ts), not per message.
+ * arrived meanwhile. bun:sqlite is synchronous, so a commit blocks the loop for its duration, once
+ * per batch and not per message: about 1.2 µs per row plus about 1 ms for COMMIT (WAL write and
+ * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every ~4 MB) adds 10–20 ms to one commit
+ * (scripts/store_probe.ts).
  *
  * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
@@ -31,7 +33,7 @@ import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { decodeRecord, getMeta, META, type MetaValue, migrate, setMeta, SQL, STORE_FILE } from "./record.ts";
+import { decodeRecord, encodeRecord, getMeta, META, type MetaValue, migrate, type RecordV1, setMeta, SQL, STORE_FILE } from "./record.ts";
 import type { Store, StoredMessage } from "./store.ts";
 
 export type DurableMode = "fsync" | "batch";
@@ -78,7 +80,11 @@ interface Batch {
   reject: (error: Error) => void;
 }
 
-type Params = [number] | [number, string, string, string, number, Uint8Array];
+/**
+ * Deletes are cheap but not free (about 1 µs each): a consumer acking a large backlog at once
+ * is split into several commits so that no single one blocks the event loop for long.
+ */
+export const MAX_DELETES_PER_COMMIT = 10_000;
 
 export class SqliteStore implements Store {
   readonly directory: string;
@@ -104,8 +110,8 @@ export class SqliteStore implements Store {
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
   readonly #rollback: Statement<unknown, []>;
-  readonly #insert: Statement<unknown, Params>;
-  readonly #delete: Statement<unknown, Params>;
+  readonly #insert: Statement<unknown, RecordV1>;
+  readonly #delete: Statement<unknown, [number]>;
   /** Row of every message appended and not removed (object identity: ids may repeat). */
   readonly #seqOf = new WeakMap<StoredMessage, number>();
   #nextSeq: number;
@@ -118,6 +124,8 @@ export class SqliteStore implements Store {
   #immediate: ReturnType<typeof setImmediate> | null = null;
   #timer: ReturnType<typeof setTimeout> | null = null;
   #healthy = true;
+  /** The SQLite error of the last failed commit (for refusals while unhealthy). */
+  #lastError = "";
   #closed = false;
 
   constructor(options: SqliteStoreOptions) {
@@ -152,7 +160,8 @@ export class SqliteStore implements Store {
         // Already failing: the first error is the one to report.
       }
       if (error instanceof KittenError) throw error;
-      throw new KittenError("STORE_UNAVAILABLE", `Cannot open the store in "${this.directory}": ${describe(error)}`, undefined, {
+      const busy = (error as { code?: unknown }).code === "SQLITE_BUSY" ? "another process (a broker?) has it open: " : "";
+      throw new KittenError("STORE_UNAVAILABLE", `Cannot open the store in "${this.directory}": ${busy}${describe(error)}`, undefined, {
         cause: error,
       });
     }
@@ -218,7 +227,7 @@ export class SqliteStore implements Store {
   /** Every message not removed, in arrival order. Commits what is pending first. */
   load(): StoredMessage[] {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
-    this.#flush();
+    this.#flushAll();
     const messages: StoredMessage[] = [];
     for (const row of this.#db.query(SQL.selectAll).values()) {
       const message = decodeRecord(STORE_VERSION, row);
@@ -249,7 +258,7 @@ export class SqliteStore implements Store {
   /** Commits what is pending (its failure is reported like any commit's), then closes. Idempotent. */
   close(): void {
     if (this.#closed) return;
-    this.#flush();
+    this.#flushAll();
     this.#closed = true;
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#timer = null;
@@ -260,17 +269,23 @@ export class SqliteStore implements Store {
     this.#appends.clear();
     this.#removes = [];
     try {
-      this.#db.close(); // Checkpoints the WAL into the database file and deletes it.
+      // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
+      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete]) statement.finalize();
+      this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
     }
   }
 
+  /** Commits until nothing is pending or a commit fails. */
+  #flushAll(): void {
+    do this.#flush();
+    while (this.#healthy && this.#removes.length > 0);
+  }
+
   #scheduleTimer(delay: number): void {
     if (this.#timer === null && this.#immediate === null) this.#timer = setTimeout(this.#flush, delay);
   }
-
-  #lastError = "";
 
   #unavailable(error: unknown): KittenError {
     return new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${describe(error)}`, undefined, {
@@ -288,7 +303,8 @@ export class SqliteStore implements Store {
     const removes = this.#removes;
     const batch = this.#batch;
     this.#batch = null;
-    const operations = appends.size + removes.length;
+    const deletes = Math.min(removes.length, MAX_DELETES_PER_COMMIT);
+    const operations = appends.size + deletes;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
       return;
@@ -296,10 +312,8 @@ export class SqliteStore implements Store {
     const started = performance.now();
     try {
       this.#begin.run();
-      for (const [seq, message] of appends) {
-        this.#insert.run(seq, message.id, message.queue, message.destination, message.created, message.body);
-      }
-      for (const seq of removes) this.#delete.run(seq);
+      for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message);
+      for (let i = 0; i < deletes; i++) this.#delete.run(removes[i]!);
       this.#beforeCommit?.();
       this.#commit.run();
     } catch (error) {
@@ -317,13 +331,14 @@ export class SqliteStore implements Store {
     const stats = this.stats;
     stats.commits++;
     stats.inserted += appends.size;
-    stats.deleted += removes.length;
+    stats.deleted += deletes;
     stats.lastCommitMs = elapsed;
     stats.commitMs += elapsed;
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
     if (operations > stats.largestBatch) stats.largestBatch = operations;
     this.#appends = new Map();
-    this.#removes = [];
+    this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
+    if (this.#removes.length > 0) this.#immediate = setImmediate(this.#flush);
     if (!this.#healthy) {
       this.#healthy = true;
       this.#log.info("store", `directory=${this.directory};store writable again`);
