@@ -16,7 +16,7 @@ import { Logger } from "./log.ts";
 import { Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
-import type { Store } from "./store/store.ts";
+import type { Store, StoredMessage } from "./store/store.ts";
 import type { Copy } from "./message.ts";
 import type { Session } from "./session.ts";
 
@@ -88,6 +88,8 @@ export class Broker {
   stopping = false;
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
   readonly #recentIds = new RecentIds();
+  /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
+  readonly #storing = new Map<string, Promise<void>>();
   #seq = 0;
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
@@ -127,7 +129,7 @@ export class Broker {
       queue = new Queue(name, channelSettings(this.config, name), {
         now: this.now,
         onDead: (copy, reason) => this.#onDead(copy, reason),
-        onSettled: (message) => this.store?.remove(message),
+        onSettled: (message) => this.store?.remove(message.record ?? message),
       });
       this.queues.set(name, queue);
     }
@@ -147,19 +149,55 @@ export class Broker {
     }
     if (schema) body = conform(schema, channelName, queue.name, body);
     if (this.#recentIds.has(messageId)) return;
+    const storing = this.#storing.get(messageId);
+    if (storing) return storing; // the same message is being committed: confirm it with that commit
     if (queue.live >= this.config.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",
         `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
       );
     }
-    this.#recentIds.add(messageId);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
     const message = new Message(messageId, queue.name, destination, body.slice(), this.now(), this.#seq++);
-    const stored = this.store?.append(message);
+    const mode = queue.settings.durability;
+    const stored = mode === "memory" || !this.store ? undefined : this.store.append(message, mode);
+    if (stored === undefined) {
+      this.#accept(queue, message);
+      return;
+    }
+    // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
+    const committed = stored.then(
+      () => {
+        this.#storing.delete(messageId);
+        this.#accept(queue, message);
+      },
+      (error) => {
+        this.#storing.delete(messageId);
+        throw error;
+      },
+    );
+    this.#storing.set(messageId, committed);
+    return committed;
+  }
+
+  #accept(queue: Queue, message: Message): void {
+    this.#recentIds.add(message.id);
     this.stats.counters.received++;
-    if (stored === undefined) return queue.publish(message);
-    return stored.then(() => queue.publish(message));
+    queue.publish(message);
+  }
+
+  /**
+   * Puts back, at start, the messages the store kept: every one that was not acked when the
+   * broker stopped (waiting, ready or in flight), in arrival order.
+   */
+  restore(records: readonly StoredMessage[]): void {
+    for (const record of records) {
+      const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
+      message.record = record;
+      this.#recentIds.add(record.id);
+      this.queue(record.queue).restore(message);
+    }
+    if (records.length > 0) this.log.info("store", `recovered ${records.length} messages`);
   }
 
   /** Creates a handler for a listen/consume registration (the session validated the channel). */
@@ -264,7 +302,8 @@ export class Broker {
       messageId: message.id,
       deliveries: copy.deliveries,
     };
-    const stored = this.store?.append(dead);
+    const mode = queue.settings.durability;
+    const stored = mode === "memory" || !this.store ? undefined : this.store.append(dead, mode);
     if (stored === undefined) queue.publish(dead);
     else stored.then(() => queue.publish(dead), (error) => this.log.error("queue", `dead letter not stored: ${error}`));
   }

@@ -33,6 +33,8 @@ export interface ChannelSettings {
   requeueInterval: number;
   /** The queue (`endpoint/version`) that receives this queue's dead messages, or null. */
   deadLetter: string | null;
+  /** When a send to this queue is confirmed: on disk (fsync), at once then committed (batch), never stored (memory). */
+  durability: "fsync" | "batch" | "memory";
 }
 
 /** One config problem; `path` is written like `channels["invoice/v1"].prefetch`. */
@@ -69,16 +71,27 @@ export function defaultConfig(): Config {
     keysName: "broker", // the original's template value
     logsDirectory: "logs", // the original's default
     dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
+    durability: "fsync", // a confirmed send is on disk: survives kill -9 and power loss
+    commitIntervalMs: 5, // batch mode: how often pending messages are committed
     isManagementInterface: true, // the original serves statistics unless told not to
     httpServerPort: 8080, // the original's admin port
     pollIntervalHTTP: 5000, // the original's dashboard refresh, in milliseconds
+    admin: {
+      host: "127.0.0.1", // the original listened on every interface with no auth: loopback unless told otherwise
+      token: null, // bearer token for the admin API; required when host is not loopback
+      tls: null, // plain HTTP unless certificate and key files are given
+      idleTimeoutSeconds: 10, // idle keep-alive connections are closed: they cannot pile up
+    },
     rules: [], // no rules: every client may read and write everything, as the original
     channels: {}, // every queue uses the broker-level settings
   };
 }
 
-/** Top-level keys of original config files that are accepted and ignored (internal soft-stop state). */
-const COMPATIBILITY_KEYS = new Set(["isStopping"]);
+/**
+ * Top-level keys that are accepted and ignored: the original's internal soft-stop state, and
+ * `$comment`, where `kitten-mq init-conf` documents every key (JSON has no comments).
+ */
+const COMPATIBILITY_KEYS = new Set(["isStopping", "$comment"]);
 
 const ENDPOINT = "[A-Za-z0-9_-]+";
 const VERSION = "[A-Za-z0-9._-]+";
@@ -107,6 +120,7 @@ const positiveSeconds = () =>
     v.gtValue(0, "must be a number of seconds > 0"),
   );
 const bool = () => v.boolean("must be true or false");
+const durability = () => v.picklist(["fsync", "batch", "memory"], `must be "fsync", "batch" or "memory"`);
 const str = () => v.string("must be a string");
 const nonEmpty = () => v.pipe(v.string("must be a non-empty string"), v.minLength(1, "must be a non-empty string"));
 const queueName = () =>
@@ -134,6 +148,14 @@ const SOCKET_ENTRIES = {
   logs: str(),
   packetsFilename: str(),
 };
+const ADMIN_ENTRIES = {
+  host: nonEmpty(),
+  token: v.nullable(v.pipe(v.string("must be a string or null"), v.minLength(1, "must be a non-empty string or null"))),
+  // TLS on the admin port: PEM file paths (relative to the config file).
+  tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
+  // Bun.serve's idleTimeout is at most 255 seconds.
+  idleTimeoutSeconds: int(1, 255),
+};
 const RULE_ENTRIES = {
   // An exact client id, or a prefix ending in `*` (`easilys-*`).
   client: nonEmpty(),
@@ -152,6 +174,8 @@ const CHANNEL_ENTRIES = {
   map: v.optional(v.unknown()),
   // The `endpoint/version` that receives this queue's dead messages.
   deadLetter: v.optional(queueName()),
+  // Overrides the broker's durability for this queue.
+  durability: v.optional(durability()),
 };
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
@@ -171,9 +195,12 @@ const CONFIG_ENTRIES = {
   keysName: str(),
   logsDirectory: str(),
   dataDirectory: str(),
+  durability: durability(),
+  commitIntervalMs: int(1, 10000),
   isManagementInterface: bool(),
   httpServerPort: int(0, 65535),
   pollIntervalHTTP: int(100),
+  admin: object(v.strictObject(ADMIN_ENTRIES)),
   rules: v.array(RULE_SCHEMA, "must be an array of rules"),
   channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
 };
@@ -219,6 +246,8 @@ export async function loadConfigFile(path: string): Promise<Config> {
   config.dataDirectory = resolve(base, config.dataDirectory);
   const tls = config.socketServer.tls;
   if (tls) config.socketServer.tls = { cert: resolve(base, tls.cert), key: resolve(base, tls.key) };
+  const adminTls = config.admin.tls;
+  if (adminTls) config.admin.tls = { cert: resolve(base, adminTls.cert), key: resolve(base, adminTls.key) };
   return config;
 }
 
@@ -233,18 +262,26 @@ export function channelSettings(config: Config, queue: string): ChannelSettings 
     requeueLimit: channel.requeueLimit ?? config.requeueLimit,
     requeueInterval: channel.requeueInterval ?? config.requeueInterval,
     deadLetter: channel.deadLetter ?? null,
+    durability: channel.durability ?? config.durability,
   };
 }
 
-/** Deep merge over the defaults: `socketServer` key by key; lists and `channels` are replaced whole. */
+/** True for hosts only this machine can reach: `localhost`, `127.x.x.x`, `::1`. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
+  return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
+}
+
+/** Deep merge over the defaults: `socketServer` and `admin` key by key; lists and `channels` are replaced whole. */
 function mergeOverDefaults(input: Record<string, unknown>): Record<string, unknown> {
   const defaults = defaultConfig();
   // Null prototype: a `__proto__` key in the JSON stays a plain (unknown) key, never a prototype.
   const merged: Record<string, unknown> = Object.assign(Object.create(null), defaults);
   for (const [key, value] of Object.entries(input)) {
     if (value === undefined || COMPATIBILITY_KEYS.has(key)) continue;
-    merged[key] = key === "socketServer" && isPlainObject(value)
-      ? { ...defaults.socketServer, ...Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) }
+    const section = key === "socketServer" || key === "admin" ? defaults[key] : null;
+    merged[key] = section && isPlainObject(value)
+      ? { ...section, ...Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) }
       : value;
   }
   return merged;
@@ -259,6 +296,15 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
     problems.push({
       path: "socketServer.port",
       message: `must differ from httpServerPort while isManagementInterface is true: both are ${port}`,
+    });
+  }
+  const admin = config.admin;
+  // An admin API reachable from other machines without a token would let anyone purge queues.
+  if (config.isManagementInterface === true && isPlainObject(admin) && typeof admin.host === "string" &&
+    !isLoopbackHost(admin.host) && (admin.token === null || admin.token === undefined)) {
+    problems.push({
+      path: "admin.token",
+      message: `is required when admin.host is not a loopback address: admin.host is ${JSON.stringify(admin.host)}`,
     });
   }
   const channels = config.channels;
@@ -298,6 +344,7 @@ function entriesAt(keys: unknown[]): Record<string, unknown> {
   if (keys.length === 0) return CONFIG_ENTRIES;
   if (keys[0] === "socketServer") return SOCKET_ENTRIES;
   if (keys[0] === "rules") return RULE_ENTRIES;
+  if (keys[0] === "admin") return ADMIN_ENTRIES;
   return CHANNEL_ENTRIES;
 }
 

@@ -7,6 +7,7 @@
  * listener's automatic ack never settles a consumer's delivery.
  */
 import type { Deque } from "./deque.ts";
+import type { StoredMessage } from "./store/store.ts";
 
 /** Why and where from a dead-lettered message came; sent to recipients with each delivery. */
 export interface DeadLetterInfo {
@@ -22,6 +23,10 @@ export class Message {
   refs = 0;
   /** Set on messages a dead-letter queue received. */
   deadLetter: DeadLetterInfo | null = null;
+  /** The store's own object for a message loaded at start: `store.remove()` takes that one. */
+  record: StoredMessage | null = null;
+  /** Deliveries before a restart (recovered messages): redeliveries continue the count. */
+  deliveries = 0;
   constructor(
     /** Globally unique id chosen by the sender; used for deduplication. */
     readonly id: string,
@@ -53,6 +58,8 @@ export class Copy {
   deliveries = 0;
   /** Handler holding it while in flight. */
   handler: Handler | null = null;
+  /** Loaded from the store at start: kept outside the waiting bound until it leaves the list. */
+  recovered = false;
   /** Delivery tag of the current delivery (unique in the process); acks name it. */
   tag = 0;
   /** Ack deadline (in flight) or due time (delayed), ms. */

@@ -12,7 +12,7 @@
  */
 import { Deque } from "./deque.ts";
 import { MinHeap } from "./heap.ts";
-import { Copy, CopyState, Group, type Handler, type Message, Pool } from "./message.ts";
+import { Copy, CopyState, type DeliverySink, Group, type Handler, type Message, Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "./config.ts";
 import type { ChannelSettings as QueueSettings } from "./config.ts";
@@ -58,6 +58,8 @@ export class Queue {
   /** Highest `message.seq` added to `#waiting`; adding a lower one leaves the set unsorted. */
   #waitingSeq = -1;
   #waitingUnsorted = false;
+  /** Recovered copies in `#waiting`: they do not count towards `maxItemsInQueue` (see restore()). */
+  #recoveredWaiting = 0;
   /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
   #parkBatch: Copy[] | null = null;
   /**
@@ -205,7 +207,9 @@ export class Queue {
         // Counted before it is handed out: a sink that acks inside deliver() must not settle
         // the message while its other copies are still being created.
         message.refs++;
-        this.#enqueue(new Copy(message, destination, group), this.#pool(group, destination));
+        const copy = new Copy(message, destination, group);
+        copy.deliveries = message.deliveries; // non-zero only for messages recovered at start
+        this.#enqueue(copy, this.#pool(group, destination));
       }
     }
     return routed;
@@ -333,7 +337,7 @@ export class Queue {
     this.#sortWaiting();
     for (const copy of this.#waiting) {
       if (copy.message.created + ttl * 1000 > now) return;
-      this.#waiting.delete(copy);
+      this.#unwait(copy);
       this.#kill(copy, "ttl");
     }
   }
@@ -373,13 +377,34 @@ export class Queue {
       if (copy.message.seq < this.#waitingSeq) this.#waitingUnsorted = true;
       else this.#waitingSeq = copy.message.seq;
     }
-    if (this.#waiting.size <= this.settings.maxItemsInQueue) return;
+    const max = this.settings.maxItemsInQueue;
+    if (this.#waiting.size - this.#recoveredWaiting <= max) return;
     this.#sortWaiting();
-    while (this.#waiting.size > this.settings.maxItemsInQueue) {
-      const oldest = this.#waiting.values().next().value!;
-      this.#waiting.delete(oldest);
+    for (const oldest of this.#waiting) {
+      if (this.#waiting.size - this.#recoveredWaiting <= max) return;
+      if (oldest.recovered) continue;
+      this.#unwait(oldest);
       this.#kill(oldest, "overflow");
     }
+  }
+
+  #unwait(copy: Copy): void {
+    if (this.#waiting.delete(copy) && copy.recovered) this.#recoveredWaiting--;
+  }
+
+  /**
+   * Puts back a message the store kept across a restart. It waits for a recipient like any other,
+   * but outside the `maxItemsInQueue` bound: it was confirmed, and at start nobody has registered
+   * yet, so counting it would drop confirmed messages before their consumers are back.
+   */
+  restore(message: Message): void {
+    this.live++;
+    this.counters.received++;
+    const copy = new Copy(message, message.destination, null);
+    copy.recovered = true;
+    copy.deliveries = message.deliveries;
+    this.#recoveredWaiting++;
+    this.#parkAll([copy]);
   }
 
   #sortWaiting(): void {
@@ -418,7 +443,7 @@ export class Queue {
       if (isDue) due.push(copy);
     }
     for (const copy of due) {
-      this.#waiting.delete(copy);
+      this.#unwait(copy);
       if (copy.group !== null) {
         copy.group = group;
         this.#enqueue(copy, this.#pool(group, copy.destination));
@@ -493,4 +518,131 @@ export class Queue {
     if (count === 0) this.#idHandlers.delete(id);
     else this.#idHandlers.set(id, count);
   }
+
+  // ── inspection and purge (admin API) ───────────────────────────────────────────────────────
+
+  /** The registered handlers, earliest registrant first: a snapshot for operators. */
+  handlersInfo(): HandlerInfo[] {
+    return [...this.#handlers].sort((a, b) => a.seq - b.seq).map((handler) => ({
+      kind: handler.kind,
+      group: handler.groupKey,
+      sub: handler.sub,
+      ids: [...handler.ids],
+      prefetch: handler.prefetch,
+      inflight: handler.inflight.size,
+      sink: handler.sink,
+    }));
+  }
+
+  /**
+   * Copies not yet settled, `offset` skipped, at most `limit`, in this order: ready (per
+   * group, per id), in flight (per handler, in delivery order), delayed (due first), waiting
+   * (oldest first). No full sort: a page costs O(offset + limit) plus the delayed ones.
+   */
+  messages(limit: number, offset = 0): CopyInfo[] {
+    const page: CopyInfo[] = [];
+    let index = 0;
+    for (const copy of this.#liveCopies()) {
+      if (page.length >= limit) break;
+      if (index++ >= offset) page.push(copyInfo(copy));
+    }
+    return page;
+  }
+
+  /** Every live copy of the message with this id (empty when none is left in this queue). */
+  message(messageId: string): CopyInfo[] {
+    const copies: CopyInfo[] = [];
+    for (const copy of this.#liveCopies()) if (copy.message.id === messageId) copies.push(copyInfo(copy));
+    return copies;
+  }
+
+  /** Ready, in-flight, delayed and waiting copies per destination id. */
+  depthById(): Map<string, { ready: number; inflight: number; delayed: number; waiting: number }> {
+    const depths = new Map<string, { ready: number; inflight: number; delayed: number; waiting: number }>();
+    const names = ["ready", "inflight", "delayed", "waiting"] as const;
+    for (const copy of this.#liveCopies()) {
+      let depth = depths.get(copy.destination);
+      if (!depth) depths.set(copy.destination, depth = { ready: 0, inflight: 0, delayed: 0, waiting: 0 });
+      depth[names[copy.state as 0 | 1 | 2 | 3]]++;
+    }
+    return depths;
+  }
+
+  /**
+   * Removes the ready, delayed and waiting copies (of one destination id, or all) and returns
+   * how many. In-flight deliveries stay: their consumer is working on them and will ack. Each
+   * removed copy is settled, so `live` and the store stay right.
+   */
+  purge(destination?: string): number {
+    const matches = (copy: Copy) => destination === undefined || copy.destination === destination;
+    const removed: Copy[] = [];
+    for (const group of this.#groups.values()) {
+      for (const pool of group.pools.values()) {
+        if (destination !== undefined && pool.destination !== destination) continue;
+        removed.push(...pool.ready.removeWhere(matches));
+        if (pool.ready.length === 0) group.readyPools.delete(pool);
+      }
+    }
+    // Delayed copies stay in the heap, marked settled: popDue() skips copies no longer DELAYED.
+    for (const copy of this.#delayed) if (copy.state === CopyState.DELAYED && matches(copy)) removed.push(copy);
+    for (const copy of this.#waiting) {
+      if (!matches(copy)) continue;
+      this.#unwait(copy);
+      removed.push(copy);
+    }
+    for (const copy of removed) this.#settle(copy);
+    return removed.length;
+  }
+
+  *#liveCopies(): Generator<Copy> {
+    for (const group of this.#groups.values()) for (const pool of group.pools.values()) yield* pool.ready;
+    for (const handler of [...this.#handlers].sort((a, b) => a.seq - b.seq)) yield* handler.inflight.values();
+    yield* [...this.#delayed].filter((copy) => copy.state === CopyState.DELAYED).sort((a, b) => a.at - b.at);
+    this.#sortWaiting();
+    yield* this.#waiting;
+  }
+}
+
+/** One registration, as `handlersInfo()` shows it; `sink` is the session it delivers to. */
+export interface HandlerInfo {
+  kind: "listen" | "consume";
+  /** `consume` for consumers; `listen:<clientId>` for listeners (one copy per clientId). */
+  group: string;
+  sub: number;
+  ids: string[];
+  prefetch: number;
+  inflight: number;
+  sink: DeliverySink;
+}
+
+/** One live copy of a message, as `messages()` shows it. `body` is the stored bytes (not copied). */
+export interface CopyInfo {
+  messageId: string;
+  destination: string;
+  state: "ready" | "inflight" | "delayed" | "waiting";
+  created: number;
+  deliveries: number;
+  /** Ack deadline (in flight) or due time (delayed), ms; null otherwise. */
+  due: number | null;
+  /** The group the copy belongs to, or null for a message waiting for any recipient. */
+  group: string | null;
+  body: Uint8Array;
+  deadLetter: Message["deadLetter"];
+}
+
+const STATE_NAMES = ["ready", "inflight", "delayed", "waiting"] as const;
+
+function copyInfo(copy: Copy): CopyInfo {
+  const state = STATE_NAMES[copy.state as 0 | 1 | 2 | 3];
+  return {
+    messageId: copy.message.id,
+    destination: copy.destination,
+    state,
+    created: copy.message.created,
+    deliveries: copy.deliveries,
+    due: state === "inflight" || state === "delayed" ? copy.at : null,
+    group: copy.group?.key ?? null,
+    body: copy.message.body,
+    deadLetter: copy.message.deadLetter,
+  };
 }

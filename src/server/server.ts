@@ -5,6 +5,28 @@ import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
 import { type Config, loadConfigFile } from "./config.ts";
 import { listen } from "./tcp.ts";
+import { Logger } from "./log.ts";
+import { SqliteStore } from "./store/sqlite_store.ts";
+import { STORE_FILE } from "./store/record.ts";
+import type { Store } from "./store/store.ts";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+/**
+ * The durable store, when anything needs one: the broker or a channel is durable, or a store
+ * left by an earlier run holds messages (switching to memory must not silently drop them).
+ */
+function openStore(config: Config, logger: Logger): Store | null {
+  const modes = [config.durability, ...Object.values(config.channels).map((channel) => channel.durability)];
+  const durable = modes.some((mode) => mode === "fsync" || mode === "batch");
+  if (!durable && !existsSync(join(config.dataDirectory, STORE_FILE))) return null;
+  return new SqliteStore({
+    directory: config.dataDirectory,
+    mode: config.durability === "batch" ? "batch" : "fsync",
+    commitIntervalMs: config.commitIntervalMs,
+    logger,
+  });
+}
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
 export const TICK_MS = 25;
@@ -35,7 +57,11 @@ export interface StartOptions extends BrokerOptions {
 }
 
 export function startBroker(config: Config, options: StartOptions = {}): BrokerServer {
-  const broker = new Broker(config, options);
+  const logger = options.logger ?? new Logger(config.logLevel);
+  const store = options.store !== undefined ? options.store : openStore(config, logger);
+  const broker = new Broker(config, { ...options, logger, store });
+  // Recovery runs before the port opens: no client sees the broker half-loaded.
+  if (store) broker.restore(store.load());
   const listener = listen(broker);
   let lastSample = broker.now();
   const timer = setInterval(() => {

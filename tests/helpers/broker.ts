@@ -37,9 +37,15 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
     host: "127.0.0.1",
     ...(overrides.socketServer as Record<string, unknown> | undefined),
   };
-  // Pinned client keys go to a temp folder of this broker, removed when it stops.
-  const clients = mkdtempSync(join(tmpdir(), "kitten-clients-"));
-  const config = parseConfig({ isManagementInterface: false, registeredClientsPath: clients, ...overrides, socketServer });
+  // Pinned client keys and the store go to a temp folder of this broker, removed when it stops.
+  const root = mkdtempSync(join(tmpdir(), "kitten-broker-"));
+  const config = parseConfig({
+    isManagementInterface: false,
+    registeredClientsPath: join(root, "clients"),
+    dataDirectory: join(root, "data"),
+    ...overrides,
+    socketServer,
+  });
   const logger = memoryLogger();
   const server = startBroker(config, { logger });
   return {
@@ -49,7 +55,7 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
     host: `127.0.0.1:${server.port}@broker-1`,
     stop: async () => {
       await server.stop();
-      rmSync(clients, { recursive: true, force: true });
+      rmSync(root, { recursive: true, force: true });
     },
   };
 }

@@ -289,6 +289,7 @@ describe("channelSettings()", () => {
       requeueLimit: 5,
       requeueInterval: 2.5,
       deadLetter: null,
+      durability: "fsync",
     });
   });
 
@@ -317,6 +318,7 @@ describe("channelSettings()", () => {
       requeueLimit: 2,
       requeueInterval: 0.25,
       deadLetter: "invoice-dead/v1",
+      durability: "fsync",
     });
     expect(channelSettings(config, "invoice/v2")).toEqual({
       prefetch: 3,
@@ -326,6 +328,7 @@ describe("channelSettings()", () => {
       requeueLimit: 5,
       requeueInterval: 100,
       deadLetter: null,
+      durability: "fsync",
     });
   });
 

@@ -46,6 +46,7 @@ const DEFAULTS: QueueSettings = {
   requeueLimit: 5,
   requeueInterval: 100,
   deadLetter: null,
+  durability: "memory",
 };
 
 const START = 1_700_000_000_000;

@@ -116,6 +116,8 @@ export class SqliteStore implements Store {
   readonly #seqOf = new WeakMap<StoredMessage, number>();
   #nextSeq: number;
   /** Appends not yet committed, by seq, in arrival order. */
+  /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
+  readonly #unconfirmed = new Set<number>();
   #appends = new Map<number, StoredMessage>();
   /** Rows to delete in the next commit. */
   #removes: number[] = [];
@@ -189,9 +191,10 @@ export class SqliteStore implements Store {
     return this.#appends.size + this.#removes.length;
   }
 
-  append(message: StoredMessage): void | Promise<void> {
+  /** `mode` overrides the store's mode for this message (a channel's own durability). */
+  append(message: StoredMessage, mode: DurableMode = this.mode): void | Promise<void> {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
-    if (this.mode === "batch" && !this.#healthy) {
+    if (mode === "batch" && !this.#healthy) {
       // Batch mode confirms at once: while the disk fails, the only honest answer is no.
       this.stats.refused++;
       throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
@@ -199,7 +202,8 @@ export class SqliteStore implements Store {
     const seq = this.#nextSeq++;
     this.#seqOf.set(message, seq);
     this.#appends.set(seq, message);
-    if (this.mode === "batch") {
+    if (mode === "fsync") this.#unconfirmed.add(seq);
+    if (mode === "batch") {
       this.#scheduleTimer(this.#commitIntervalMs);
       return;
     }
@@ -217,6 +221,7 @@ export class SqliteStore implements Store {
     if (seq === undefined) return;
     this.#seqOf.delete(message);
     if (this.#appends.delete(seq)) {
+      this.#unconfirmed.delete(seq);
       this.stats.cancelled++;
       return;
     }
@@ -337,6 +342,7 @@ export class SqliteStore implements Store {
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
     if (operations > stats.largestBatch) stats.largestBatch = operations;
     this.#appends = new Map();
+    this.#unconfirmed.clear();
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     if (this.#removes.length > 0) this.#immediate = setImmediate(this.#flush);
     if (!this.#healthy) {
@@ -354,13 +360,15 @@ export class SqliteStore implements Store {
       this.#healthy = false;
       this.#log.error("store", `directory=${this.directory};commit failed, sends refused until it recovers: ${this.#lastError}`);
     }
-    if (this.mode === "fsync") {
-      // Nothing of the batch is confirmed: its senders are told, and the rows are forgotten.
-      for (const message of this.#appends.values()) this.#seqOf.delete(message);
-      this.stats.refused += this.#appends.size;
-      this.#appends = new Map();
-      batch?.reject(failure);
+    // fsync appends are not confirmed yet: their senders are told, and the rows are forgotten.
+    // Batch appends were confirmed already: they stay pending and are retried.
+    for (const seq of this.#unconfirmed) {
+      this.#seqOf.delete(this.#appends.get(seq)!);
+      this.#appends.delete(seq);
     }
+    this.stats.refused += this.#unconfirmed.size;
+    this.#unconfirmed.clear();
+    batch?.reject(failure);
     if (!this.#closed && this.pending > 0) this.#scheduleTimer(this.#retryIntervalMs);
   }
 }

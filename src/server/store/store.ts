@@ -21,7 +21,7 @@ export interface Store {
    * Records a message. Returns when the message is safe by the store's standard: at once for
    * memory, after the commit that holds it for a durable store (then a promise).
    */
-  append(message: StoredMessage): void | Promise<void>;
+  append(message: StoredMessage, mode?: "fsync" | "batch"): void | Promise<void>;
   /** Forgets a message whose every copy is settled (acked or dead); given the appended object. */
   remove(message: StoredMessage): void;
   /** Every message not yet removed, in arrival order (recovery at start). */
