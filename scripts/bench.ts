@@ -29,11 +29,14 @@ const CLIENT = join(ROOT, "scripts", "bench_client.ts");
 const BROKER_CONFIG = {
   socketServer: { port: 0 },
   isManagementInterface: false,
-  logLevel: 3,
+  logLevel: 2, // info: the store reports its commit count when it closes
+  durability: "memory", // (a)–(d) measure the engine; (e) is the durable scenario
   prefetch: 1000,
   listenerPrefetch: 1000,
   maxItemsInQueue: 1000000,
   channels: {
+    // Scenario (e): the work queue in fsync mode (confirmed = on disk), group commit.
+    "bench-durable/v1": { durability: "fsync" },
     // Scenario (d): the same work queue with a format the broker checks on every send.
     "bench-format/v1": {
       map: {
@@ -72,7 +75,7 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,b,c,d").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,b,c,d,e").split(",").map((s) => s.trim()));
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 200_000, b: 100_000, rate: 5_000, seconds: 5, warmup: 0.5 };
@@ -289,6 +292,8 @@ interface PublisherResult {
   lastConfirmAt: number;
   achievedRate?: number;
   maxBatch?: number;
+  /** send() → confirmation, ms (publisher role). */
+  confirmLatency?: { p50: number; p99: number } | null;
   maxBehindMs?: number;
   /** CPU used before the first send (process start, connect). */
   startCpu: { userMs: number; systemMs: number };
@@ -323,6 +328,7 @@ interface Plan {
 async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
   const broker = await startBroker();
   const children: Child[] = [];
+  let result: RunResult | null = null;
   try {
     const host = `127.0.0.1:${broker.port}@broker-1`;
     const work = (async () => {
@@ -347,14 +353,22 @@ async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
         }
       });
     });
-    return await withTimeout(Promise.race([work, crashed]), timeoutMs, `timed out after ${timeoutMs / 1000} s`).catch(
+    result = await withTimeout(Promise.race([work, crashed]), timeoutMs, `timed out after ${timeoutMs / 1000} s`).catch(
       async (error) => {
         throw new Error(`${(error as Error).message}${await progress(children)}`);
       },
     );
+    return result;
   } finally {
     await Promise.all(children.map((child) => child.stop()));
     await stopBroker(broker);
+    // The store reports its commits when it closes; each commit is one fsync (durable scenarios).
+    const closed = broker.child.lines.find((line) => line.includes("store closed"));
+    const commits = Number(/commits=(\d+)/.exec(closed ?? "")?.[1] ?? NaN);
+    if (result && commits > 0) {
+      const perSecond = Math.round(commits / result.elapsedS);
+      result.note = [result.note, `${fmt(perSecond)} fsyncs/s`].filter(Boolean).join("; ");
+    }
   }
 }
 
@@ -424,6 +438,9 @@ function summarize(
   if (published.achievedRate !== undefined) {
     notes.push(`sent at ${published.achievedRate}/s, ≤${published.maxBatch}/batch`);
   }
+  if (published.confirmLatency) {
+    notes.push(`confirm p50 ${published.confirmLatency.p50} ms p99 ${published.confirmLatency.p99} ms`);
+  }
   return {
     rate: Math.round(deliveries / elapsedS),
     confirmRate: Math.round(published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000)),
@@ -443,7 +460,7 @@ function summarize(
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "b" | "c" | "d";
+  key: "a" | "b" | "c" | "d" | "e";
   title: string;
   detail: string;
   unit: string;
@@ -511,6 +528,23 @@ const SCENARIOS: Scenario[] = [
       label: "≥ 50% of (a)",
       check: (m) => MEDIAN_RATES.a !== undefined && m.rate >= MEDIAN_RATES.a / 2,
     },
+  },
+  {
+    key: "e",
+    title: "(e) durable work queue: 1 publisher with confirms → 1 consumer acking, fsync mode",
+    detail: `${fmt(SIZES.a)} messages; each confirmation waits for the group commit (fsync) that holds the message`,
+    unit: "msgs/s",
+    plan: (run) => ({
+      receivers: [{
+        role: "consumer",
+        options: { channel: `bench-durable/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
+      }],
+      publisher: {
+        role: "publisher",
+        options: { channel: `bench-durable/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
+      },
+    }),
+    target: { label: "≥ 50,000 msgs/s", check: (m) => m.rate >= 50_000 },
   },
   {
     key: "c",

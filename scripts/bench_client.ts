@@ -211,10 +211,18 @@ async function publish(options: Options): Promise<void> {
       resolve();
     } else pump();
   };
-  const onOk = () => settled();
+  // Publish → confirm latency of every send (the broker's commit is part of it in durable modes).
+  const confirmLatency = new Float64Array(count);
+  const confirmedSeen = new Uint8Array(count);
   const pump = () => {
     while (sent < count && sent - confirmed - failed < window) {
-      mq.send(options.channel, payload(sent)).then(onOk, settled);
+      const seq = sent;
+      const sentAt = now();
+      mq.send(options.channel, payload(seq)).then(() => {
+        confirmLatency[seq] = now() - sentAt;
+        confirmedSeen[seq] = 1;
+        settled();
+      }, settled);
       sent++;
     }
     if (sent === count && lastSendAt === 0) lastSendAt = now();
@@ -233,6 +241,7 @@ async function publish(options: Options): Promise<void> {
     firstAt,
     lastSendAt,
     lastConfirmAt,
+    confirmLatency: percentiles(confirmLatency, confirmedSeen, 0, count),
     startCpu,
     cpu: cpu(),
   });

@@ -273,6 +273,12 @@ export class SqliteStore implements Store {
     }
     this.#appends.clear();
     this.#removes = [];
+    const { commits, inserted, deleted, cancelled, maxCommitMs } = this.stats;
+    this.#log.info(
+      "store",
+      `directory=${this.directory};commits=${commits};inserted=${inserted};deleted=${deleted};cancelled=${cancelled};` +
+        `maxCommitMs=${maxCommitMs.toFixed(1)};store closed`,
+    );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
       for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete]) statement.finalize();
