@@ -27,6 +27,9 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
+/** How soon a dead letter the store refused is written again. */
+const DEAD_LETTER_RETRY_MS = 500;
+
 /** What `send` needs to know of the sending connection. */
 export interface Sender {
   readonly clientId: string;
@@ -76,6 +79,12 @@ export class Broker {
   readonly sessions = new Set<Session>();
   /** Sessions with frames waiting to be written; flushed once per burst of input. */
   readonly dirty = new Set<Session>();
+  /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
+  epoch = 0;
+  /** Set when a client reported a newer master (see fence()). */
+  fencedBy: { epoch: number; master: string } | null = null;
+  /** Live messages by id, kept only on a slave: mirrored acks name messages by id. */
+  readonly #slaveIndex = new Map<string, Message>();
   /** Compiled channel formats by queue name, replaced whole on reload. */
   schemas: Map<string, CompiledSchema>;
   /** Compiled `config.rules`, replaced whole on reload. */
@@ -84,6 +93,8 @@ export class Broker {
   registry: KeyRegistry;
   /** Owners of ids read through exclusive (`!`) rules. */
   readonly exclusive = new ExclusiveOwners();
+  /** True while the server closes every connection to stop (see Session.closed()). */
+  shuttingDown = false;
   /** True after soft-stop started: new connections and sends are refused. */
   stopping = false;
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
@@ -104,14 +115,51 @@ export class Broker {
     this.rules = compileRules(config.rules);
     this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
+    this.epoch = this.#loadEpoch();
   }
 
+  /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
   get isMaster(): boolean {
-    return this.config.isMaster;
+    return this.config.isMaster && this.fencedBy === null;
+  }
+
+  /** The role clients are told about. */
+  get role(): "master" | "slave" {
+    return this.isMaster ? "master" : "slave";
+  }
+
+  /**
+   * A client has seen a master with a higher epoch: this broker is an old master that came back
+   * without being demoted. It stops delivering (and says why) until an operator reloads it.
+   */
+  fence(epoch: number, master: string, clientId: string): void {
+    if (epoch <= this.epoch || this.fencedBy !== null) return;
+    this.fencedBy = { epoch, master };
+    this.log.error(
+      "cluster",
+      `fenced: client "${clientId}" sees master "${master}" with epoch ${epoch}, newer than this broker's epoch ` +
+        `${this.epoch}; deliveries stop until this broker is demoted (isMaster false) or promoted again`,
+    );
+    this.#announceRole();
+  }
+
+  /** Tells every client the current role and epoch; a new master starts delivering. */
+  #announceRole(): void {
+    for (const session of this.sessions) session.announceRole();
+    if (this.isMaster) for (const session of this.sessions) session.pumpAll();
+    this.flush();
+  }
+
+  /** Reads the epoch kept in the store (0 for a new or memory-only broker). */
+  #loadEpoch(): number {
+    const stored = this.store?.meta("epoch");
+    return typeof stored === "number" ? stored : Number(stored ?? 0) || 0;
   }
 
   /** Swaps in a validated configuration; queues pick up their new settings at once. */
   reload(config: Config): void {
+    const wasMaster = this.isMaster;
+    const promoted = config.isMaster && (!this.config.isMaster || this.fencedBy !== null);
     this.config = config;
     this.rules = compileRules(config.rules);
     this.schemas = compileSchemas(config.channels).schemas;
@@ -120,7 +168,25 @@ export class Broker {
     else this.registry.forget();
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
+    if (promoted) {
+      // A new epoch on every promotion, on disk before the first delivery as master.
+      this.epoch = this.#loadEpoch() + 1;
+      this.store?.setMeta("epoch", this.epoch);
+      this.fencedBy = null;
+      this.#slaveIndex.clear();
+      this.log.info("cluster", `promoted to master;epoch=${this.epoch};delivering every message not acked`);
+    } else if (wasMaster && !config.isMaster) {
+      this.log.info("cluster", `demoted to slave;epoch=${this.epoch}`);
+    }
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
+    if (promoted || wasMaster !== this.isMaster) this.#announceRole();
+  }
+
+  /** A client acked, on the master, a copy this slave keeps: drop it here too. */
+  mirrorAck(queueName: string, groupKey: string, destination: string, messageId: string): void {
+    if (this.isMaster) return; // the master settles its own deliveries by tag
+    const message = this.#slaveIndex.get(messageId);
+    if (message && message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
   }
 
   queue(name: string): Queue {
@@ -129,7 +195,10 @@ export class Broker {
       queue = new Queue(name, channelSettings(this.config, name), {
         now: this.now,
         onDead: (copy, reason) => this.#onDead(copy, reason),
-        onSettled: (message) => this.store?.remove(message.record ?? message),
+        onSettled: (message) => {
+          this.store?.remove(message.record ?? message);
+          if (message.copies) this.#slaveIndex.delete(message.id);
+        },
       });
       this.queues.set(name, queue);
     }
@@ -183,7 +252,14 @@ export class Broker {
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
     this.stats.counters.received++;
+    this.#indexOnSlave(message);
     queue.publish(message);
+  }
+
+  #indexOnSlave(message: Message): void {
+    if (this.isMaster) return;
+    message.copies = [];
+    this.#slaveIndex.set(message.id, message);
   }
 
   /**
@@ -195,6 +271,7 @@ export class Broker {
       const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
       message.record = record;
       this.#recentIds.add(record.id);
+      this.#indexOnSlave(message);
       this.queue(record.queue).restore(message);
     }
     if (records.length > 0) this.log.info("store", `recovered ${records.length} messages`);
@@ -303,8 +380,23 @@ export class Broker {
       deliveries: copy.deliveries,
     };
     const mode = queue.settings.durability;
-    const stored = mode === "memory" || !this.store ? undefined : this.store.append(dead, mode);
-    if (stored === undefined) queue.publish(dead);
-    else stored.then(() => queue.publish(dead), (error) => this.log.error("queue", `dead letter not stored: ${error}`));
+    const store = this.store;
+    if (mode === "memory" || !store) return queue.publish(dead);
+    // The original stays stored until its dead letter is: while that write fails it is retried,
+    // and the original is kept (recovered at the next start) rather than lost between two queues.
+    const origin = this.queues.get(message.queue)!;
+    origin.hold(message);
+    const write = async (): Promise<void> => {
+      try {
+        await store.append(dead, mode);
+      } catch (error) {
+        this.log.error("queue", `messageId=${message.id};dead letter not stored, original kept, retrying: ${error}`);
+        if (!this.shuttingDown) setTimeout(write, DEAD_LETTER_RETRY_MS);
+        return;
+      }
+      queue.publish(dead);
+      origin.release(message);
+    };
+    void write();
   }
 }

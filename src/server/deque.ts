@@ -35,6 +35,27 @@ export class Deque<T> {
     return this.#length === 0 ? undefined : this.#items[this.#head];
   }
 
+  /**
+   * Removes one item, keeping the order of the others. O(its distance from the head): meant for
+   * items near the head (a slave drops messages in about the order the master acks them).
+   */
+  delete(item: T): boolean {
+    const capacity = this.#items.length;
+    let at = -1;
+    for (let i = 0; i < this.#length; i++) {
+      if (this.#items[(this.#head + i) % capacity] === item) {
+        at = i;
+        break;
+      }
+    }
+    if (at < 0) return false;
+    for (let i = at; i > 0; i--) this.#items[(this.#head + i) % capacity] = this.#items[(this.#head + i - 1) % capacity];
+    this.#items[this.#head] = undefined;
+    this.#head = (this.#head + 1) % capacity;
+    this.#length--;
+    return true;
+  }
+
   /** Removes every item for which `drop` returns true, keeping the order of the others. */
   removeWhere(drop: (item: T) => boolean): T[] {
     const removed: T[] = [];

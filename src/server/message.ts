@@ -27,6 +27,8 @@ export class Message {
   record: StoredMessage | null = null;
   /** Deliveries before a restart (recovered messages): redeliveries continue the count. */
   deliveries = 0;
+  /** Its copies, tracked only on a slave, where clients' mirrored acks must find them. */
+  copies: Copy[] | null = null;
   constructor(
     /** Globally unique id chosen by the sender; used for deduplication. */
     readonly id: string,

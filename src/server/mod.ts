@@ -4,5 +4,7 @@
  */
 export { startBroker, type BrokerServer } from "./server.ts";
 export { Broker, type BrokerOptions } from "./broker.ts";
-export { defaultConfig, loadConfigFile, parseConfig, type Config } from "./config.ts";
+export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, type Config, type ConfigProblem } from "./config.ts";
+export type { CopyInfo, HandlerInfo, Queue } from "./queue.ts";
+export type { Session } from "./session.ts";
 export { Logger, memoryLogger } from "./log.ts";

@@ -209,6 +209,7 @@ export class Queue {
         message.refs++;
         const copy = new Copy(message, destination, group);
         copy.deliveries = message.deliveries; // non-zero only for messages recovered at start
+        message.copies?.push(copy);
         this.#enqueue(copy, this.#pool(group, destination));
       }
     }
@@ -388,6 +389,34 @@ export class Queue {
     }
   }
 
+  /**
+   * A slave drops a copy that the master's recipient acked (the client mirrors acks to every
+   * broker). The copy is found by its group and destination; a message still waiting for any
+   * recipient here is settled too. Returns whether something was settled.
+   */
+  settleMirrored(message: Message, groupKey: string, destination: string): boolean {
+    for (const copy of message.copies ?? []) {
+      if (copy.destination !== destination || copy.group?.key !== groupKey) continue;
+      if (copy.state === CopyState.READY) {
+        const pool = copy.group.pools.get(destination);
+        pool?.ready.delete(copy);
+        if (pool && pool.ready.length === 0) copy.group.readyPools.delete(pool);
+      } else if (copy.state === CopyState.WAITING) this.#unwait(copy);
+      else if (copy.state !== CopyState.DELAYED) continue; // in flight or settled: nothing to drop
+      this.counters.acked++;
+      this.#settle(copy);
+      return true;
+    }
+    for (const copy of this.#waiting) {
+      if (copy.message !== message || copy.group !== null) continue;
+      this.#unwait(copy);
+      this.counters.acked++;
+      this.#settle(copy);
+      return true;
+    }
+    return false;
+  }
+
   #unwait(copy: Copy): void {
     if (this.#waiting.delete(copy) && copy.recovered) this.#recoveredWaiting--;
   }
@@ -457,6 +486,15 @@ export class Queue {
       copy.state = CopyState.SETTLED;
       this.#unref(copy.message);
     }
+  }
+
+  /** Keeps a message from settling (its store row stays) until `release()`. */
+  hold(message: Message): void {
+    message.refs++;
+  }
+
+  release(message: Message): void {
+    this.#unref(message);
   }
 
   #kill(copy: Copy, reason: DeadReason): void {

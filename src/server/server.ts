@@ -103,6 +103,9 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     stop() {
       stopped ??= (async () => {
         clearInterval(timer);
+        // Connections closing now are the broker's doing, not failed deliveries: their in-flight
+        // copies stay stored as they are (redelivered after a restart), uncounted.
+        broker.shuttingDown = true;
         listener.stop(true);
         await broker.store?.close();
         broker.log.info("broker", "stopped");

@@ -7,7 +7,9 @@
  */
 import {
   checkAck,
+  checkAckMirror,
   checkAuth,
+  checkFence,
   checkChannelParts,
   checkHello,
   checkIds,
@@ -120,6 +122,8 @@ export class Session implements DeliverySink {
         case OP.ADD_ID: return this.#handleIds(value, true);
         case OP.REMOVE_ID: return this.#handleIds(value, false);
         case OP.UNSUBSCRIBE: return this.#handleUnsubscribe(value);
+        case OP.ACK_MIRROR: return this.#handleAckMirror(value);
+        case OP.FENCE: return this.#handleFence(value);
         case OP.PING: return this.#push([OP.PONG, checkPing(value)[1]]);
         default:
           throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
@@ -180,7 +184,8 @@ export class Session implements DeliverySink {
       server: config.serviceId,
       serviceId: config.serviceId,
       protocol: PROTOCOL_VERSION,
-      role: config.isMaster ? "master" : "slave",
+      role: this.#broker.role,
+      epoch: this.#broker.epoch,
       maxFrameSize: config.socketServer.maxFrameSize,
       version: VERSION,
     }]);
@@ -298,6 +303,29 @@ export class Session implements DeliverySink {
     registration.queue.nack(copy, delay);
   }
 
+  /** A slave drops the copies the master's recipients acked (the client copies its acks here). */
+  #handleAckMirror(value: unknown[]): void {
+    const [, kind, queue, pairs] = checkAckMirror(value);
+    const groupKey = kind === 1 ? "consume" : `listen:${this.clientId}`;
+    for (let i = 0; i < pairs.length; i += 2) this.#broker.mirrorAck(queue, groupKey, pairs[i]!, pairs[i + 1]!);
+  }
+
+  #handleFence(value: unknown[]): void {
+    const [, { epoch, master }] = checkFence(value);
+    this.#broker.fence(epoch, master, this.clientId);
+  }
+
+  /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
+  announceRole(): void {
+    if (this.state !== "open") return;
+    this.#push([OP.ROLE, { role: this.#broker.role, epoch: this.#broker.epoch, fenced: this.#broker.fencedBy !== null }]);
+  }
+
+  /** Fills every handler's free prefetch slots (the broker just became master). */
+  pumpAll(): void {
+    for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
+  }
+
   #registration(sub: number, action: string): Registration {
     const registration = this.#registrations.get(sub);
     if (!registration) {
@@ -314,7 +342,10 @@ export class Session implements DeliverySink {
   }
 
   writable(): boolean {
-    return this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes && this.state !== "closed";
+    // A slave never delivers: its copies wait until it is promoted.
+    // Soft-stop lets deliveries in flight finish but starts no new ones.
+    return this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes && this.state !== "closed" &&
+      this.#broker.isMaster && !this.#broker.stopping;
   }
 
   deliver(copy: Copy, handler: Handler): void {
@@ -362,7 +393,8 @@ export class Session implements DeliverySink {
   /** Writes pending frames; what the socket does not take waits for `drain`. */
   flush(): void {
     if (this.#okRefs.length > 0) {
-      this.#batch.push(encode([OP.OK, this.#okRefs]));
+      // A slave's confirmation says "stored as slave": only the master's settles a send.
+      this.#batch.push(encode(this.#broker.isMaster ? [OP.OK, this.#okRefs] : [OP.OK, this.#okRefs, "slave"]));
       this.#okRefs = [];
     }
     if (this.#batch.byteLength === 0) return;
@@ -403,7 +435,7 @@ export class Session implements DeliverySink {
     const wasOpen = this.state === "open";
     this.state = "closed";
     for (const registration of this.#registrations.values()) {
-      registration.queue.unsubscribe(registration.handler);
+      if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
       this.#release(registration, [...registration.claims]);
     }
     this.#registrations.clear();

@@ -7,6 +7,7 @@ import type { Store, StoredMessage } from "./store.ts";
 
 export class MemoryStore implements Store {
   readonly #messages = new Set<StoredMessage>();
+  readonly #meta = new Map<string, string | number>();
 
   get size(): number {
     return this.#messages.size;
@@ -22,6 +23,14 @@ export class MemoryStore implements Store {
 
   load(): StoredMessage[] {
     return [...this.#messages];
+  }
+
+  meta(key: string): string | number | null {
+    return this.#meta.get(key) ?? null;
+  }
+
+  setMeta(key: string, value: string | number): void {
+    this.#meta.set(key, value);
   }
 
   close(): void {

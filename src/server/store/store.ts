@@ -26,6 +26,10 @@ export interface Store {
   remove(message: StoredMessage): void;
   /** Every message not yet removed, in arrival order (recovery at start). */
   load(): StoredMessage[];
+  /** A small durable value (`epoch`), or null. */
+  meta(key: string): string | number | null;
+  /** Writes a small value, on disk when this returns. */
+  setMeta(key: string, value: string | number): void;
   /** Flushes what is pending and releases resources. */
   close(): void | Promise<void>;
 }
