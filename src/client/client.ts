@@ -52,6 +52,9 @@ type Callback = (error: KittenError | null) => void;
 /** Encodes each SEND once; its bytes are then copied into every connection's batch. */
 const scratch = new FrameBatch(4096);
 
+/** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
+const ACKED_WINDOW = 20_000;
+
 /** The longest nack delay the broker accepts (one year); longer requests are capped. */
 const MAX_DELAY_SECONDS = 31_536_000;
 
@@ -69,6 +72,11 @@ export class Client extends EventEmitter {
   #nextRef = 1;
   #nextSub = 1;
   readonly #idPrefix = randomPrefix();
+  /** The highest master epoch seen on any host, and that host. */
+  #epoch = -1;
+  #masterLabel: string | null = null;
+  /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
+  readonly #acked = new Set<string>();
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
   readonly #validChannels = new Set<string>();
   #idCounter = 0;
@@ -277,6 +285,7 @@ export class Client extends EventEmitter {
         pending.reject(error as KittenError);
       }
     }
+    this.#checkRoles(connection);
     if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
@@ -308,13 +317,22 @@ export class Client extends EventEmitter {
       case OP.DELIVER:
         return this.#onDeliver(connection, value);
       case OP.OK:
-        for (const ref of value[1] as number[]) this.#settle(ref, null);
+        for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
         return;
       case OP.ERROR: {
         const code = isErrorCode(value[2]) ? value[2] : "INTERNAL";
         const error = new KittenError(code, String(value[3]), value[4]);
-        if (typeof value[1] === "number") this.#settle(value[1], error);
+        if (typeof value[1] === "number") this.#settle(connection, value[1], error, false);
         else this.#report(error);
+        return;
+      }
+      case OP.ROLE: {
+        const { role, epoch } = value[1] as { role: "master" | "slave"; epoch: number };
+        if (connection.welcome) connection.welcome = { ...connection.welcome, role, epoch };
+        this.#checkRoles(connection);
+        // A slave just promoted already stored our unconfirmed sends: resending them gets their
+        // confirmation (the broker drops the duplicates).
+        if (this.#isMaster(connection)) for (const pending of this.#sends.values()) connection.sendFramed(pending.frame);
         return;
       }
       default:
@@ -322,7 +340,12 @@ export class Client extends EventEmitter {
     }
   }
 
-  #settle(ref: number, error: KittenError | null): void {
+  /**
+   * Answers a request. A send is settled by the master only: a slave's "stored as slave" (or its
+   * error) does not say that the message will be delivered.
+   */
+  #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
+    if (this.#sends.has(ref) && (fromSlave || !this.#isMaster(connection))) return;
     const pending = this.#sends.get(ref) ?? this.#requests.get(ref);
     if (pending) {
       this.#sends.delete(ref);
@@ -341,7 +364,18 @@ export class Client extends EventEmitter {
     ];
     const subscription = this.#subscriptions.get(sub);
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
+    if (!this.#isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
     const generation = connection.generation;
+    const kind = subscription.kind === "consume" ? 1 : 0;
+    const queue = `${subscription.endpoint}/${subscription.version}`;
+    const key = `${kind}|${queue}|${destination}|${messageId}`;
+    const ack = () => {
+      connection.ack(sub, tag);
+      // Every other broker (a slave) drops its copy too.
+      for (const other of this.#connections) if (other !== connection) other.mirror(kind, queue, destination, messageId);
+      this.#rememberAcked(key);
+    };
+    if (this.#acked.has(key)) return ack(); // acked before (resent after a failover): settle it again, once
     const nack = (delay: number) => {
       if (connection.generation === generation) connection.send([OP.NACK, sub, tag, delay]);
     };
@@ -365,7 +399,7 @@ export class Client extends EventEmitter {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
       if (ok === false) nack(Math.min(MAX_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0)));
-      else connection.ack(sub, tag);
+      else ack();
     };
     try {
       if (subscription.kind === "consume") {
@@ -395,6 +429,66 @@ export class Client extends EventEmitter {
       `Cannot send to "${channel}": the message takes ${size} bytes, ` +
         `more than the maxFrameSize ${connection.maxFrameSize} of "${connection.host.label}"`,
     );
+  }
+
+  /** The connection this client takes deliveries and confirmations from: a master not fenced. */
+  #isMaster(connection: HostConnection): boolean {
+    const welcome = connection.welcome;
+    return connection.isOpen && welcome !== null && welcome.role === "master" && (welcome.epoch ?? 0) >= this.#epoch;
+  }
+
+  /**
+   * Keeps track of the master across hosts. A master with a higher epoch is the new one; a master
+   * below the highest epoch seen is an old master that came back: it is told (FENCE) and its
+   * deliveries are refused. Two masters with the same epoch are reported.
+   */
+  #checkRoles(connection: HostConnection): void {
+    const welcome = connection.welcome;
+    if (!welcome || welcome.role !== "master") return;
+    const epoch = welcome.epoch ?? 0;
+    if (epoch > this.#epoch) {
+      this.#epoch = epoch;
+      this.#masterLabel = connection.host.label;
+      this.emit("master", { host: connection.host.label, epoch });
+      for (const other of this.#connections) if (other !== connection && other.role === "master") this.#checkRoles(other);
+      return;
+    }
+    if (epoch < this.#epoch) {
+      connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#masterLabel ?? "" }]);
+      this.#report(new KittenError(
+        "FENCED",
+        `Broker "${connection.host.label}" claims master with epoch ${epoch}, but "${this.#masterLabel}" is master ` +
+          `with epoch ${this.#epoch}: its deliveries are refused`,
+      ));
+      return;
+    }
+    const rival = this.#connections.find((c) => c !== connection && c.isOpen && c.role === "master" && c.welcome!.epoch === epoch);
+    if (rival) {
+      this.#report(new KittenError(
+        "TWO_MASTERS",
+        `Brokers "${connection.host.label}" and "${rival.host.label}" both claim master with epoch ${epoch}: ` +
+          `demote one of them (isMaster false, then reload)`,
+      ));
+    }
+  }
+
+  /**
+   * Where each host stands: connected or not, its role and epoch, and which one this client
+   * takes as master.
+   */
+  status(): { host: string; connected: boolean; role: "master" | "slave" | null; epoch: number | null; master: boolean }[] {
+    return this.#connections.map((connection) => ({
+      host: connection.host.label,
+      connected: connection.isOpen,
+      role: connection.role,
+      epoch: connection.welcome?.epoch ?? null,
+      master: this.#isMaster(connection),
+    }));
+  }
+
+  #rememberAcked(key: string): void {
+    this.#acked.add(key);
+    if (this.#acked.size > ACKED_WINDOW) this.#acked.delete(this.#acked.values().next().value!);
   }
 
   #report(error: Error): void {

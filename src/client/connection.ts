@@ -45,6 +45,8 @@ export class HostConnection {
   readonly #batch = new FrameBatch(16 * 1024);
   /** Acks per subscription, sent together at the next flush. */
   #acks = new Map<number, number[]>();
+  /** Acks copied to this broker as a slave, by `kind|queue`: [destination, messageId, …]. */
+  #mirrors = new Map<string, string[]>();
   #flushScheduled = false;
   #attempt = 0;
   #retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -96,6 +98,21 @@ export class HostConnection {
   /** The largest frame body this broker accepts (known after welcome). */
   get maxFrameSize(): number {
     return this.welcome?.maxFrameSize ?? Infinity;
+  }
+
+  /** This broker's current role (welcome, then ROLE updates). */
+  get role(): "master" | "slave" | null {
+    return this.welcome?.role ?? null;
+  }
+
+  /** Copies an ack made on the master, so this broker (a slave) drops the same copy. */
+  mirror(kind: 0 | 1, queue: string, destination: string, messageId: string): void {
+    if (this.state !== "open") return;
+    const key = `${kind}|${queue}`;
+    const pairs = this.#mirrors.get(key);
+    if (pairs) pairs.push(destination, messageId);
+    else this.#mirrors.set(key, [destination, messageId]);
+    this.#scheduleFlush();
   }
 
   ack(sub: number, tag: number): void {
@@ -150,6 +167,7 @@ export class HostConnection {
         if (!wasStopped) this.state = "connecting";
         this.#batch.take();
         this.#acks.clear();
+        this.#mirrors.clear();
         this.events.close(this, error, wasOpen);
         if (!wasStopped) this.#scheduleReconnect();
       },
@@ -215,6 +233,13 @@ export class HostConnection {
     if (this.#acks.size > 0) {
       for (const [sub, tags] of this.#acks) this.#batch.push(encode([OP.ACK, sub, tags]));
       this.#acks = new Map();
+    }
+    if (this.#mirrors.size > 0) {
+      for (const [key, pairs] of this.#mirrors) {
+        const bar = key.indexOf("|");
+        this.#batch.push(encode([OP.ACK_MIRROR, Number(key.slice(0, bar)), key.slice(bar + 1), pairs]));
+      }
+      this.#mirrors = new Map();
     }
     if (this.#batch.byteLength === 0 || !this.#transport) return;
     this.#transport.write(this.#batch.take());

@@ -31,6 +31,10 @@ export const ERRORS = {
   UNKNOWN_SUBSCRIPTION: { status: 404, fatal: false },
   /** A subscription id is registered twice on one connection. */
   DUPLICATE_SUBSCRIPTION: { status: 409, fatal: false },
+  /** A broker claims master with an epoch below one already seen: an old master, fenced (client report). */
+  FENCED: { status: 409, fatal: false },
+  /** Two brokers claim master with the same epoch: an operator must demote one (client report). */
+  TWO_MASTERS: { status: 409, fatal: false },
   /** The broker already holds `socketServer.maxConnections` connections. */
   TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
   /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
@@ -65,6 +69,10 @@ export const ERRORS = {
   EXCLUSIVE_TAKEN: { status: 409, fatal: false },
   /** A key file is missing its pair, unreadable or not a valid key: the client's pair, or a broker's pinned key. */
   KEY_FILE_ERROR: { status: 500, fatal: true },
+  /** Admin API: the queue, message, client key or route named does not exist. */
+  NOT_FOUND: { status: 404, fatal: false },
+  /** Admin API: the bearer token (`admin.token`) is missing or wrong. */
+  UNAUTHORIZED: { status: 401, fatal: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

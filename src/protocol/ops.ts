@@ -20,10 +20,13 @@ export const OP = {
   UNSUBSCRIBE: 15,
   ACK: 20,
   NACK: 21,
+  ACK_MIRROR: 22,
+  FENCE: 24,
   PING: 30,
   // broker → client
   CHALLENGE: 3,
   WELCOME: 4,
+  ROLE: 5,
   PONG: 31,
   OK: 40,
   ERROR: 41,
@@ -46,6 +49,11 @@ export interface WelcomeInfo {
   serviceId: string;
   protocol: number;
   role: "master" | "slave";
+  /**
+   * Raised each time a broker becomes master (failover). A master whose epoch is below one a
+   * client has already seen is an old master that came back: its deliveries are refused.
+   */
+  epoch: number;
   maxFrameSize: number;
   version: string;
 }
@@ -124,7 +132,7 @@ export function refOf(value: unknown[]): number | null {
   // hello, ack and nack expect no answer: their second field is not a ref. Every other request,
   // including operations this broker does not know, carries its ref second.
   const op = value[0];
-  if (op === OP.HELLO || op === OP.ACK || op === OP.NACK) return null;
+  if (op === OP.HELLO || op === OP.ACK || op === OP.NACK || op === OP.ACK_MIRROR || op === OP.FENCE) return null;
   return isUint(value[1]) ? value[1] : null;
 }
 
@@ -201,6 +209,28 @@ export function checkNack(v: unknown[]): NackOp {
     throw bad("nack", "delay must be a number of seconds between 0 and 31536000");
   }
   return v as NackOp;
+}
+
+/** [ACK_MIRROR, kind (0 listen, 1 consume), queue, [destination, messageId, …]]: acks copied to slaves. */
+export type AckMirrorOp = [typeof OP.ACK_MIRROR, number, string, string[]];
+/** [FENCE, {epoch, master}]: a client tells an old master that a newer one (epoch) exists. */
+export type FenceOp = [typeof OP.FENCE, { epoch: number; master: string }];
+/** [ROLE, {role, epoch}]: the broker's role changed (reload, fencing). */
+export type RoleOp = [typeof OP.ROLE, { role: "master" | "slave"; epoch: number; fenced?: boolean }];
+
+export function checkAckMirror(v: unknown[]): AckMirrorOp {
+  if (v[1] !== 0 && v[1] !== 1) throw bad("ack mirror", "kind must be 0 (listen) or 1 (consume)");
+  if (typeof v[2] !== "string") throw bad("ack mirror", "queue must be a string");
+  if (!isStringList(v[3]) || v[3].length % 2 !== 0) throw bad("ack mirror", "acks must be [destination, messageId] pairs");
+  return v as AckMirrorOp;
+}
+
+export function checkFence(v: unknown[]): FenceOp {
+  const info = v[1] as { epoch?: unknown; master?: unknown } | undefined;
+  if (typeof info !== "object" || info === null || !isUint(info.epoch) || typeof info.master !== "string") {
+    throw bad("fence", "expected {epoch, master}");
+  }
+  return v as FenceOp;
 }
 
 export function checkPing(v: unknown[]): PingOp {
