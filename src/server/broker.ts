@@ -195,6 +195,9 @@ export class Broker {
       queue = new Queue(name, channelSettings(this.config, name), {
         now: this.now,
         onDead: (copy, reason) => this.#onDead(copy, reason),
+        onDelivered: (copy) => {
+          if (queue!.settings.durability !== "memory") this.store?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
+        },
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
           if (message.copies) this.#slaveIndex.delete(message.id);
@@ -270,6 +273,8 @@ export class Broker {
     for (const record of records) {
       const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
       message.record = record;
+      message.deliveries = record.deliveries ?? 0;
+      message.deadLetter = record.deadLetter ?? null;
       this.#recentIds.add(record.id);
       this.#indexOnSlave(message);
       this.queue(record.queue).restore(message);

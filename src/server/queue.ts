@@ -21,6 +21,8 @@ export type DeadReason = "requeueLimit" | "overflow" | "ttl";
 
 export interface QueueHooks {
   now(): number;
+  /** A copy was handed to a handler (the store keeps the count across restarts). */
+  onDelivered?(copy: Copy): void;
   /** A copy left the queue without being acknowledged (after counting it). */
   onDead(copy: Copy, reason: DeadReason): void;
   /** Every copy of a message is settled: the store may forget it. */
@@ -244,6 +246,7 @@ export class Queue {
     pool.group.cursor = handler.seq;
     this.#inflight++;
     this.counters.delivered++;
+    this.hooks.onDelivered?.(copy);
     handler.sink.deliver(copy, handler);
   }
 

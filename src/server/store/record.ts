@@ -2,14 +2,23 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v1 (`STORE_VERSION = 1`), one SQLite database `kitten-mq.db` in WAL mode:
+ * Format v2 (`STORE_VERSION = 2`), one SQLite database `kitten-mq.db` in WAL mode:
  *
  *   meta(key TEXT PRIMARY KEY, value)      store_version (integer), epoch (integer, cluster
  *                                          fencing, 0 until a cluster sets it), created (ms)
  *   messages(seq INTEGER PRIMARY KEY,      arrival order (the store assigns it; load() sorts by it)
  *            id TEXT, queue TEXT,          StoredMessage fields, one row per accepted message;
  *            destination TEXT,             the row is deleted when every copy is settled
- *            created INTEGER, body BLOB)
+ *            created INTEGER, body BLOB,
+ *            deliveries INTEGER            highest delivery count of its copies (v2; 0 by default,
+ *                NOT NULL DEFAULT 0,       raised by an UPDATE in a later commit, never lowered)
+ *            dead_letter TEXT)             v2: null, or the JSON of `StoredDeadLetter`
+ *                                          {"reason","channel","messageId","deliveries"} for a
+ *                                          message a dead-letter queue received
+ *
+ * Format v1 was v2 without `deliveries` and `dead_letter` (columns added at the end by
+ * `UPGRADES[1]`, so both shapes have the same column order); its messages load with deliveries 0
+ * and no dead letter.
  *
  * How to change the format (beanstalkd's `Walver`):
  * 1. Bump `STORE_VERSION` in src/version.ts and add an "Upgrading" entry in CHANGELOG.md.
@@ -20,14 +29,14 @@
  *    another inside one transaction together with the new `store_version`, so a crash during an
  *    upgrade leaves the old version intact. Prefer SQL (`ALTER TABLE … ADD COLUMN … DEFAULT …`);
  *    when a row must be rewritten, read it with the old decoder and write it with the new encoder.
- * 5. Keep the v1 fixture test (tests/server/store/fixtures/store_v1.sql) and add one for the new
- *    version: every release must read every older format.
+ * 5. Keep the fixture tests of every older version (tests/server/store/fixtures/store_v1.sql,
+ *    store_v2.sql, …) and add one for the new version: every release must read every older format.
  * A store written by a newer version is refused (never downgraded): `migrate` throws.
  */
 import type { Database, Statement } from "bun:sqlite";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
-import type { StoredMessage } from "./store.ts";
+import type { StoredDeadLetter, StoredMessage } from "./store.ts";
 
 /** The database file inside the data directory (with its `-wal` companion). */
 export const STORE_FILE = "kitten-mq.db";
@@ -52,31 +61,87 @@ export const SCHEMA = [
      queue TEXT NOT NULL,
      destination TEXT NOT NULL,
      created INTEGER NOT NULL,
-     body BLOB NOT NULL
+     body BLOB NOT NULL,
+     deliveries INTEGER NOT NULL DEFAULT 0,
+     dead_letter TEXT
    )`,
 ];
 
 /** Statements on the rows of the current version (parameters in `encodeRecord` order). */
 export const SQL = {
-  insert: "INSERT INTO messages (seq, id, queue, destination, created, body) VALUES (?, ?, ?, ?, ?, ?)",
+  insert:
+    "INSERT INTO messages (seq, id, queue, destination, created, body, deliveries, dead_letter) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   delete: "DELETE FROM messages WHERE seq = ?",
-  selectAll: "SELECT seq, id, queue, destination, created, body FROM messages ORDER BY seq",
+  /** Parameters: deliveries, seq. A count only grows (copies report theirs in any order). */
+  updateDeliveries: "UPDATE messages SET deliveries = max(deliveries, ?) WHERE seq = ?",
+  selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq",
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
 } as const;
 
-/** A v1 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
+/** A v1 row as v1's `SELECT seq, id, queue, destination, created, body` returned it (`.values()`). */
 export type RecordV1 = [seq: number, id: string, queue: string, destination: string, created: number, body: Uint8Array];
 
-/** Writes the row of a message (current version) with a prepared `SQL.insert`; no array per row. */
-export function encodeRecord(insert: Statement<unknown, RecordV1>, seq: number, message: StoredMessage): void {
-  insert.run(seq, message.id, message.queue, message.destination, message.created, message.body);
+/** A v2 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
+export type RecordV2 = [
+  seq: number,
+  id: string,
+  queue: string,
+  destination: string,
+  created: number,
+  body: Uint8Array,
+  deliveries: number,
+  deadLetter: string | null,
+];
+
+/**
+ * Writes the row of a message (current version) with a prepared `SQL.insert`; no array per row.
+ * `deliveries` is the count to store (the store passes the highest of the message's own and the
+ * ones noted while its append was pending).
+ */
+export function encodeRecord(insert: Statement<unknown, RecordV2>, seq: number, message: StoredMessage, deliveries: number): void {
+  const dead = message.deadLetter;
+  insert.run(
+    seq,
+    message.id,
+    message.queue,
+    message.destination,
+    message.created,
+    message.body,
+    deliveries,
+    dead ? JSON.stringify({ reason: dead.reason, channel: dead.channel, messageId: dead.messageId, deliveries: dead.deliveries }) : null,
+  );
 }
 
+/** A v1 row: no delivery count and no dead letter were kept, so 0 and null. */
 export function decodeRecordV1(row: RecordV1): StoredMessage {
   const [, id, queue, destination, created, body] = row;
-  return { id, queue, destination, created, body };
+  return { id, queue, destination, created, body, deliveries: 0, deadLetter: null };
+}
+
+export function decodeRecordV2(row: RecordV2): StoredMessage {
+  const [seq, id, queue, destination, created, body, deliveries, deadLetter] = row;
+  return { id, queue, destination, created, body, deliveries, deadLetter: deadLetter === null ? null : decodeDeadLetter(seq, deadLetter) };
+}
+
+function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {
+  let value: Partial<StoredDeadLetter> | null;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    value = null;
+  }
+  const { reason, channel, messageId, deliveries } = value ?? {};
+  if (
+    (reason !== "requeueLimit" && reason !== "overflow" && reason !== "ttl") ||
+    typeof channel !== "string" ||
+    typeof messageId !== "string" ||
+    typeof deliveries !== "number"
+  ) {
+    throw new Error(`messages row seq=${seq}: invalid dead_letter ${JSON.stringify(json)}`);
+  }
+  return { reason, channel, messageId, deliveries };
 }
 
 /** Decodes a row written by `version` (only the current version's rows exist after `migrate`). */
@@ -84,6 +149,8 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
   switch (version) {
     case 1:
       return decodeRecordV1(row as RecordV1);
+    case 2:
+      return decodeRecordV2(row as RecordV2);
     default:
       throw new Error(`no decoder for store version ${version}`);
   }
@@ -91,7 +158,13 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
 
 /** `UPGRADES[n]` turns a version n store into version n + 1 (inside migrate's transaction). */
 export type Upgrade = (db: Database) => void;
-export const UPGRADES: Readonly<Record<number, Upgrade>> = {};
+export const UPGRADES: Readonly<Record<number, Upgrade>> = {
+  /** v1 → v2: delivery counts and dead-letter info; existing messages get 0 and null. */
+  1: (db) => {
+    db.run("ALTER TABLE messages ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0");
+    db.run("ALTER TABLE messages ADD COLUMN dead_letter TEXT");
+  },
+};
 
 export function getMeta(db: Database, key: string): MetaValue | null {
   const row = db.query<{ value: MetaValue }, [string]>(SQL.getMeta).get(key);

@@ -14,6 +14,25 @@ export interface StoredMessage {
   body: Uint8Array;
   /** Arrival time, ms since epoch. */
   created: number;
+  /**
+   * Times a copy of it was handed to a consumer, the highest over its copies (default 0). Given
+   * to `append` it is the count to store (a recovered message redelivered); `load()` returns the
+   * highest count noted by `noteDelivery` (0 when none was).
+   */
+  deliveries?: number;
+  /** Set on a message a dead-letter queue received: why it died and where it came from. */
+  deadLetter?: StoredDeadLetter | null;
+}
+
+/** Dead-letter information kept with a message (store format v2). */
+export interface StoredDeadLetter {
+  reason: "requeueLimit" | "overflow" | "ttl";
+  /** The channel the message was sent to (`endpoint/version/id`). */
+  channel: string;
+  /** The id of the original message. */
+  messageId: string;
+  /** Its deliveries when it died. */
+  deliveries: number;
 }
 
 export interface Store {
@@ -24,7 +43,14 @@ export interface Store {
   append(message: StoredMessage, mode?: "fsync" | "batch"): void | Promise<void>;
   /** Forgets a message whose every copy is settled (acked or dead); given the appended object. */
   remove(message: StoredMessage): void;
-  /** Every message not yet removed, in arrival order (recovery at start). */
+  /**
+   * A copy of a message was handed to a consumer for the `deliveries`-th time; given the appended
+   * (or loaded) object, like `remove`. Hot path: the durable store only remembers the highest
+   * count per message and writes it with its next commit; a message removed before that costs no
+   * write at all. Messages the store does not hold are ignored.
+   */
+  noteDelivery(message: StoredMessage, deliveries: number): void;
+  /** Every message not yet removed, in arrival order (recovery at start), with `deliveries` and `deadLetter` set. */
   load(): StoredMessage[];
   /** A small durable value (`epoch`), or null. */
   meta(key: string): string | number | null;

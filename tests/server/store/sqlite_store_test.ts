@@ -6,11 +6,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KittenError } from "../../../src/protocol/errors.ts";
 import { memoryLogger } from "../../../src/server/log.ts";
-import { META, migrate, STORE_FILE } from "../../../src/server/store/record.ts";
+import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
 import { MAX_DELETES_PER_COMMIT, SqliteStore, type SqliteStoreOptions } from "../../../src/server/store/sqlite_store.ts";
-import type { Store } from "../../../src/server/store/store.ts";
+import type { Store, StoredMessage } from "../../../src/server/store/store.ts";
 import { STORE_VERSION } from "../../../src/version.ts";
-import { fields, runStoreConformance, storedMessage } from "./store_conformance.ts";
+import { delivery, fields, runStoreConformance, storedMessage } from "./store_conformance.ts";
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), "kitten-store-"));
@@ -22,9 +22,10 @@ function sqliteSubject(mode: "fsync" | "batch") {
     const directory = tempDir();
     const open = () => new SqliteStore({ directory, mode, commitIntervalMs: 2, logger: memoryLogger() });
     let current: Store = open();
-    const store = current;
+    const store = current as SqliteStore;
     return {
       store,
+      updates: () => store.stats.updates, // The first store's: reopened ones start again at 0.
       reopen: async () => {
         await current.close();
         current = open();
@@ -64,8 +65,13 @@ async function waitFor(condition: () => boolean, timeoutMs = 2000): Promise<void
   }
 }
 
-/** Opens a copy of the database files: what a crash at this instant would leave on disk. */
+/** Opens a copy of the database files: what a crash at this instant would leave on disk (ids). */
 function snapshot(directory: string): string[] {
+  return snapshotMessages(directory).map((message) => message.id);
+}
+
+/** Like `snapshot`, the loaded messages. */
+function snapshotMessages(directory: string): StoredMessage[] {
   const copy = tempDir();
   try {
     for (const suffix of ["", "-wal"]) {
@@ -73,9 +79,9 @@ function snapshot(directory: string): string[] {
       if (existsSync(file)) copyFileSync(file, join(copy, STORE_FILE + suffix));
     }
     const store = new SqliteStore({ directory: copy, logger: memoryLogger() });
-    const ids = store.load().map((message) => message.id);
+    const messages = store.load();
     store.close();
-    return ids;
+    return messages;
   } finally {
     rmSync(copy, { recursive: true, force: true });
   }
@@ -168,6 +174,126 @@ it("SqliteStore.remove() of a large backlog at once is split into commits of MAX
     for (const message of messages.slice(0, 1)) store.remove(message);
     expect(store.load()).toEqual([]);
   });
+});
+
+/** Delivery counts as a crash at this instant would leave them, by id. */
+function countsOnDisk(directory: string): Record<string, number> {
+  return Object.fromEntries(snapshotMessages(directory).map((message) => [message.id, message.deliveries!]));
+}
+
+it("SqliteStore.noteDelivery() takes no commit of its own: it waits for commitIntervalMs or rides with the next appends", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 50 }, async (store, directory) => {
+    const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
+    await Promise.all([store.append(a!), store.append(b!)]);
+    expect(store.commits).toBe(1);
+    store.noteDelivery(a!, 1);
+    store.noteDelivery(a!, 2); // Coalesced: one UPDATE with the highest count.
+    store.noteDelivery(b!, 1);
+    expect(store.pending).toBe(2);
+    await store.append(c!); // One commit: the insert of c and the updates of a and b.
+    expect(store.commits).toBe(2);
+    expect(store.stats.updates).toBe(2);
+    expect(store.stats.largestBatch).toBe(3);
+    expect(countsOnDisk(directory)).toEqual({ [a!.id]: 2, [b!.id]: 1, [c!.id]: 0 });
+    store.noteDelivery(c!, 1);
+    await new Promise((resolve) => setImmediate(resolve)); // An append would have been committed by now.
+    expect(store.commits).toBe(2);
+    await waitFor(() => store.commits === 3);
+    expect(store.stats.updates).toBe(3);
+    expect(store.pending).toBe(0);
+    expect(countsOnDisk(directory)).toEqual({ [a!.id]: 2, [b!.id]: 1, [c!.id]: 1 });
+  });
+});
+
+it("SqliteStore.noteDelivery() followed by remove() before the commit writes no UPDATE (the usual ack)", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 5 }, async (store, directory) => {
+    const messages = Array.from({ length: 100 }, (_, n) => storedMessage(n));
+    await Promise.all(messages.map((message) => store.append(message)));
+    for (const message of messages) store.noteDelivery(message, 1);
+    for (const message of messages.slice(0, 99)) store.remove(message);
+    expect(store.pending).toBe(100); // 99 deletes and the count of the one not acked.
+    await waitFor(() => store.pending === 0);
+    expect(store.commits).toBe(2);
+    expect(store.stats.deleted).toBe(99);
+    expect(store.stats.updates).toBe(1);
+    expect(countsOnDisk(directory)).toEqual({ [messages[99]!.id]: 1 });
+  });
+});
+
+it("SqliteStore.noteDelivery() of a pending append is written by its INSERT, in fsync and batch mode", async () => {
+  for (const mode of ["fsync", "batch"] as const) {
+    await withStore({ mode, commitIntervalMs: 2 }, async (store, directory) => {
+      const message = storedMessage(1, { deliveries: 2 }); // A count given to append: kept if higher.
+      const other = storedMessage(2, { deliveries: 6 });
+      const stored = [store.append(message), store.append(other)];
+      store.noteDelivery(message, 3);
+      store.noteDelivery(other, 4);
+      await Promise.all(stored);
+      await waitFor(() => store.pending === 0);
+      expect(store.commits).toBe(1);
+      expect(store.stats.inserted).toBe(2);
+      expect(store.stats.updates).toBe(0);
+      expect(countsOnDisk(directory)).toEqual({ [message.id]: 3, [other.id]: 6 });
+    });
+  }
+});
+
+it("SqliteStore keeps pending delivery counts when a commit fails and writes them with the retry", async () => {
+  let failing = false;
+  const beforeCommit = () => {
+    if (failing) throw Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+  };
+  await withStore({ mode: "fsync", commitIntervalMs: 2, retryIntervalMs: 5, beforeCommit }, async (store, directory) => {
+    const [a, b] = [1, 2].map((n) => storedMessage(n));
+    await Promise.all([store.append(a!), store.append(b!)]);
+    failing = true;
+    store.noteDelivery(a!, 1);
+    store.noteDelivery(b!, 2);
+    await waitFor(() => store.stats.failedCommits >= 2);
+    expect(store.healthy).toBe(false);
+    expect(store.pending).toBe(2);
+    store.noteDelivery(a!, 3); // Noted meanwhile: the highest is written.
+    store.remove(b!); // Acked meanwhile: its count is dropped, its delete retried.
+    failing = false;
+    await waitFor(() => store.healthy && store.pending === 0);
+    expect(store.stats.updates).toBe(1);
+    expect(countsOnDisk(directory)).toEqual({ [a!.id]: 3 });
+  });
+});
+
+it("SqliteStore splits delivery counts beyond MAX_DELETES_PER_COMMIT into several commits", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
+    const messages = Array.from({ length: 1.5 * MAX_DELETES_PER_COMMIT }, (_, n) => storedMessage(n));
+    await Promise.all(messages.map((message) => store.append(message)));
+    for (const message of messages.slice(0, 10)) store.remove(message);
+    for (const [n, message] of messages.entries()) store.noteDelivery(message, 1 + (n % 4));
+    await waitFor(() => store.pending === 0);
+    expect(store.commits).toBe(3);
+    expect(store.stats.largestBatch).toBe(messages.length);
+    expect(store.stats.deleted).toBe(10);
+    expect(store.stats.updates).toBe(messages.length - 10);
+    const loaded = snapshotMessages(directory);
+    expect(loaded.length).toBe(messages.length - 10);
+    expect(loaded.every((message, i) => message.deliveries === 1 + ((i + 10) % 4))).toBe(true);
+  });
+});
+
+it("SqliteStore.noteDelivery() after close() is ignored, and close() writes the counts noted before", async () => {
+  const directory = tempDir();
+  try {
+    const store = new SqliteStore({ directory, commitIntervalMs: 1000, logger: memoryLogger() });
+    const message = storedMessage(1);
+    await store.append(message);
+    store.noteDelivery(message, 2);
+    store.close();
+    store.noteDelivery(message, 5);
+    expect(store.pending).toBe(0);
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.load().map(delivery)).toEqual([{ id: message.id, deliveries: 2, deadLetter: null }]);
+    reopened.close();
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 });
 
 it("SqliteStore.append() in batch mode returns undefined and commits within commitIntervalMs", async () => {
@@ -389,8 +515,12 @@ it("SqliteStore reads the checked-in store v1 fixture (upgrade/readback)", async
     const db = new Database(join(directory, STORE_FILE));
     db.run(fixtureV1);
     db.close();
-    const store = new SqliteStore({ directory, logger: memoryLogger() });
+    const logger = memoryLogger();
+    const store = new SqliteStore({ directory, logger });
+    expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=1;to=${STORE_VERSION};store upgraded`);
     const loaded = store.load();
+    // Upgraded in place: v1 kept no delivery counts nor dead letters.
+    expect(loaded.map(delivery)).toEqual(["k1a2.0", "k1a2.1", "k1a2.4", "k1a2.4~9"].map((id) => ({ id, deliveries: 0, deadLetter: null })));
     expect(loaded.map(fields)).toEqual([
       { id: "k1a2.0", queue: "orders/v1", destination: "shop-1", created: 1767225601000, body: Uint8Array.from(Buffer.from("a2626964016474657874657061706572", "hex")) },
       { id: "k1a2.1", queue: "orders/v1", destination: "*", created: 1767225602000, body: new TextEncoder().encode('{"id":2}') },
@@ -399,16 +529,94 @@ it("SqliteStore reads the checked-in store v1 fixture (upgrade/readback)", async
     ]);
     expect(store.meta(META.STORE_VERSION)).toBe(STORE_VERSION);
     expect(store.meta(META.EPOCH)).toBe(7);
-    // New messages go after the old ones; loaded ones can be removed.
+    // New messages go after the old ones; loaded ones can be removed and counted.
     store.remove(loaded[1]!);
+    store.noteDelivery(loaded[2]!, 2);
     await store.append(storedMessage(1));
     store.close();
     const reopened = new SqliteStore({ directory, logger: memoryLogger() });
-    expect(reopened.load().map((message) => message.id)).toEqual(["k1a2.0", "k1a2.4", "k1a2.4~9", storedMessage(1).id]);
+    expect(reopened.load().map(delivery)).toEqual([
+      { id: "k1a2.0", deliveries: 0, deadLetter: null },
+      { id: "k1a2.4", deliveries: 2, deadLetter: null },
+      { id: "k1a2.4~9", deliveries: 0, deadLetter: null },
+      { id: storedMessage(1).id, deliveries: 0, deadLetter: null },
+    ]);
     reopened.close();
   } finally {
     rmSync(directory, { recursive: true, force: true });
   }
+});
+
+const fixtureV2 = readFileSync(join(import.meta.dir, "fixtures/store_v2.sql"), "utf8");
+
+it("SqliteStore reads the checked-in store v2 fixture (delivery counts and dead letters)", async () => {
+  const directory = tempDir();
+  try {
+    const db = new Database(join(directory, STORE_FILE));
+    db.run(fixtureV2);
+    db.close();
+    const store = new SqliteStore({ directory, logger: memoryLogger() });
+    const loaded = store.load();
+    const hex = (text: string) => Uint8Array.from(Buffer.from(text, "hex"));
+    expect(loaded.map(fields)).toEqual([
+      { id: "k2b7.0", queue: "orders/v1", destination: "shop-1", created: 1769904001000, body: hex("a2626964016474657874657061706572") },
+      { id: "k2b7.1", queue: "orders/v1", destination: "*", created: 1769904002000, body: new TextEncoder().encode('{"id":2}') },
+      { id: "k2b7.3", queue: "mails/v2", destination: "ops", created: 1769904004000, body: new Uint8Array(0) },
+      { id: "k2b7.1~9", queue: "dead/v1", destination: "shop-2", created: 1769904007000, body: new TextEncoder().encode('{"id":2}') },
+      { id: "k2b7.6~10", queue: "dead/v1", destination: "*", created: 1769904008000, body: Uint8Array.from({ length: 16 }, (_, i) => i) },
+    ]);
+    expect(loaded.map(delivery)).toEqual([
+      { id: "k2b7.0", deliveries: 0, deadLetter: null },
+      { id: "k2b7.1", deliveries: 3, deadLetter: null },
+      { id: "k2b7.3", deliveries: 1, deadLetter: null },
+      { id: "k2b7.1~9", deliveries: 0, deadLetter: { reason: "requeueLimit", channel: "orders/v1/shop-2", messageId: "k2b7.1", deliveries: 5 } },
+      { id: "k2b7.6~10", deliveries: 2, deadLetter: { reason: "ttl", channel: "orders/v1/*", messageId: "k2b7.6", deliveries: 0 } },
+    ]);
+    expect(store.meta(META.STORE_VERSION)).toBe(STORE_VERSION);
+    expect(store.meta(META.EPOCH)).toBe(3);
+    // Counts continue, new messages go after the old ones, loaded ones can be removed.
+    store.noteDelivery(loaded[1]!, 4);
+    store.remove(loaded[3]!);
+    await store.append(storedMessage(1));
+    store.close();
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.load().map((message) => [message.id, message.deliveries])).toEqual([
+      ["k2b7.0", 0],
+      ["k2b7.1", 4],
+      ["k2b7.3", 1],
+      ["k2b7.6~10", 2],
+      [storedMessage(1).id, 0],
+    ]);
+    reopened.close();
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+});
+
+it("every store fixture, once opened, has the schema of a fresh store (UPGRADES match SCHEMA)", () => {
+  const shape = (db: Database) =>
+    ["meta", "messages"].map((table) => db.query(`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info('${table}') ORDER BY cid`).all());
+  const fresh = new Database(":memory:");
+  for (const statement of SCHEMA) fresh.run(statement);
+  expect((shape(fresh)[1] as { name: string }[]).map((column) => column.name)).toEqual([
+    "seq",
+    "id",
+    "queue",
+    "destination",
+    "created",
+    "body",
+    "deliveries",
+    "dead_letter",
+  ]);
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2]] as const) {
+    const db = new Database(":memory:");
+    db.run(fixture);
+    expect(migrate(db, { directory: "/fixture" })).toBe(version);
+    expect(shape(db)).toEqual(shape(fresh));
+    expect(db.query("SELECT value FROM meta WHERE key = 'store_version'").get()).toEqual({ value: STORE_VERSION });
+    db.close();
+  }
+  fresh.close();
 });
 
 it("migrate() runs each upgrade step in order and records the new version, in one transaction", () => {

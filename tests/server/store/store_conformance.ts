@@ -4,7 +4,7 @@
  * contract. `await store.append(m)` covers both answers (nothing, or a promise).
  */
 import { expect, it } from "bun:test";
-import type { Store, StoredMessage } from "../../../src/server/store/store.ts";
+import type { Store, StoredDeadLetter, StoredMessage } from "../../../src/server/store/store.ts";
 
 export interface StoreUnderTest {
   store: Store;
@@ -12,6 +12,8 @@ export interface StoreUnderTest {
   reopen?: () => Promise<Store>;
   /** Closes whatever is still open and deletes temp files. */
   cleanup: () => Promise<void> | void;
+  /** Durable stores: delivery-count UPDATEs written so far by the store under test (its stats). */
+  updates?: () => number;
 }
 
 const encoder = new TextEncoder();
@@ -31,6 +33,11 @@ export function storedMessage(n: number, overrides: Partial<StoredMessage> = {})
 export function fields(message: StoredMessage): StoredMessage {
   const { id, queue, destination, body, created } = message;
   return { id, queue, destination, body: new Uint8Array(body), created };
+}
+
+/** The v2 fields a loaded message carries: its delivery count and dead-letter info (defaults applied). */
+export function delivery(message: StoredMessage): { id: string; deliveries: number; deadLetter: StoredDeadLetter | null } {
+  return { id: message.id, deliveries: message.deliveries ?? 0, deadLetter: message.deadLetter ?? null };
 }
 
 export interface ConformanceOptions {
@@ -141,6 +148,116 @@ export function runStoreConformance(
       for (let n = 0; n < messages.length; n += 2) store.remove(messages[n]!);
       loaded = store.load();
       expect(loaded.map((message) => message.id)).toEqual(messages.filter((_, n) => n % 2 === 1).map((message) => message.id));
+    });
+  });
+
+  /** What a restart would load: the same store for memory, a reopened one for a durable store. */
+  async function recovered(subject: StoreUnderTest): Promise<{ store: Store; loaded: StoredMessage[] }> {
+    const store = durable ? await subject.reopen!() : subject.store;
+    return { store, loaded: store.load() };
+  }
+
+  it(`${name}: noteDelivery() keeps the highest count per message, and load() returns it (durable: after reopen)`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
+      for (const message of [a!, b!, c!]) await store.append(message);
+      store.noteDelivery(a!, 1);
+      store.noteDelivery(c!, 2);
+      store.noteDelivery(c!, 5); // Copies of a message report their own counts, in any order.
+      store.noteDelivery(c!, 3);
+      const first = await recovered(subject);
+      expect(first.loaded.map(delivery)).toEqual([
+        { id: a!.id, deliveries: 1, deadLetter: null },
+        { id: b!.id, deliveries: 0, deadLetter: null },
+        { id: c!.id, deliveries: 5, deadLetter: null },
+      ]);
+      // Counts continue on the loaded objects (recovered messages redelivered); they never go down.
+      first.store.noteDelivery(first.loaded[0]!, 4);
+      first.store.noteDelivery(first.loaded[2]!, 2);
+      await Bun.sleep(10); // Durable stores: an earlier commit wrote 5; this one writes nothing lower.
+      first.store.noteDelivery(first.loaded[2]!, 1);
+      const second = await recovered(subject);
+      expect(second.loaded.map(delivery).map((m) => m.deliveries)).toEqual([4, 0, 5]);
+      expect(second.loaded.map(fields)).toEqual([a!, b!, c!].map(fields));
+    });
+  });
+
+  it(`${name}: noteDelivery() never writes to the message object it is given`, async () => {
+    await withStore(async ({ store }) => {
+      const message = storedMessage(1);
+      await store.append(message);
+      store.noteDelivery(message, 3);
+      expect(message.deliveries).toBeUndefined();
+      expect(store.load().map(delivery)).toEqual([{ id: message.id, deliveries: 3, deadLetter: null }]);
+      expect(message.deliveries).toBeUndefined();
+    });
+  });
+
+  it(`${name}: noteDelivery() of a removed, unknown or cancelled message is harmless`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const [kept, acked, cancelled, unknown] = [1, 2, 3, 4].map((n) => storedMessage(n));
+      await store.append(kept!);
+      await store.append(acked!);
+      store.load(); // Both committed (batch mode too): their counts would take an UPDATE.
+      store.noteDelivery(acked!, 1);
+      store.remove(acked!); // Acked before the count was written.
+      store.noteDelivery(acked!, 2); // Noted after the ack (a late copy).
+      const pending = store.append(cancelled!);
+      store.noteDelivery(cancelled!, 1);
+      store.remove(cancelled!);
+      await pending;
+      store.noteDelivery(unknown!, 7); // Never appended (a memory-mode channel).
+      store.noteDelivery(kept!, 1);
+      expect(store.load().map(delivery)).toEqual([{ id: kept!.id, deliveries: 1, deadLetter: null }]);
+      await Bun.sleep(10); // Durable stores: the counts of gone messages were dropped by a commit.
+      expect((await recovered(subject)).loaded.map(delivery)).toEqual([{ id: kept!.id, deliveries: 1, deadLetter: null }]);
+      if (subject.updates) expect(subject.updates()).toBe(1);
+    });
+  });
+
+  it(`${name}: a count noted while the append is pending is stored with it (in the INSERT, no UPDATE)`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const message = storedMessage(1);
+      const gone = storedMessage(2);
+      const stored = [store.append(message), store.append(gone)];
+      store.noteDelivery(message, 1); // Delivered before its commit (batch mode confirms at once).
+      store.noteDelivery(message, 2);
+      store.noteDelivery(gone, 1);
+      store.remove(gone); // Delivered and acked in the same batch: neither row nor count is written.
+      await Promise.all(stored);
+      expect(store.load().map(delivery)).toEqual([{ id: message.id, deliveries: 2, deadLetter: null }]);
+      if (subject.updates) expect(subject.updates()).toBe(0);
+      expect((await recovered(subject)).loaded.map(delivery)).toEqual([{ id: message.id, deliveries: 2, deadLetter: null }]);
+    });
+  });
+
+  it(`${name}: deadLetter and a given deliveries count round-trip through append() and load()`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const reasons = ["requeueLimit", "overflow", "ttl"] as const;
+      const dead = reasons.map((reason, n) =>
+        storedMessage(10 + n, {
+          id: `sender.${n}~${40 + n}`,
+          queue: "dead/v1",
+          deadLetter: { reason, channel: `orders/v1/shop-${n}`, messageId: `sender.${n}`, deliveries: n * 3 },
+        }),
+      );
+      const plain = storedMessage(1, { deadLetter: null });
+      const carried = storedMessage(2, { deliveries: 4 }); // Appended with a count (kept from before).
+      for (const message of [...dead, plain, carried]) await store.append(message);
+      store.noteDelivery(dead[1]!, 1);
+      const expected = [
+        ...dead.map((message, n) => ({ id: message.id, deliveries: n === 1 ? 1 : 0, deadLetter: message.deadLetter! })),
+        { id: plain.id, deliveries: 0, deadLetter: null },
+        { id: carried.id, deliveries: 4, deadLetter: null },
+      ];
+      expect(store.load().map(delivery)).toEqual(expected);
+      const { loaded } = await recovered(subject);
+      expect(loaded.map(delivery)).toEqual(expected);
+      expect(loaded.map(fields)).toEqual([...dead, plain, carried].map(fields));
     });
   });
 
