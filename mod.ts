@@ -24,6 +24,7 @@ export type {
   DeliveryInfo,
   Done,
   Host,
+  HostStatus,
   ListenHandler,
   SubscribeOptions,
   Subscription,

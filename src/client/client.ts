@@ -19,6 +19,7 @@ import {
 } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
+import { type HostStatus, MasterTracker } from "./masters.ts";
 import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
 import {
   type ChannelInput,
@@ -72,9 +73,10 @@ export class Client extends EventEmitter {
   #nextRef = 1;
   #nextSub = 1;
   readonly #idPrefix = randomPrefix();
-  /** The highest master epoch seen on any host, and that host. */
-  #epoch = -1;
-  #masterLabel: string | null = null;
+  readonly #masters = new MasterTracker(() => this.#connections, {
+    master: (host, epoch) => this.emit("master", { host, epoch }),
+    problem: (error) => this.#report(error),
+  });
   /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
   readonly #acked = new Set<string>();
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
@@ -285,7 +287,7 @@ export class Client extends EventEmitter {
         pending.reject(error as KittenError);
       }
     }
-    this.#checkRoles(connection);
+    this.#masters.check(connection);
     if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
@@ -329,10 +331,10 @@ export class Client extends EventEmitter {
       case OP.ROLE: {
         const { role, epoch } = value[1] as { role: "master" | "slave"; epoch: number };
         if (connection.welcome) connection.welcome = { ...connection.welcome, role, epoch };
-        this.#checkRoles(connection);
+        this.#masters.check(connection);
         // A slave just promoted already stored our unconfirmed sends: resending them gets their
         // confirmation (the broker drops the duplicates).
-        if (this.#isMaster(connection)) for (const pending of this.#sends.values()) connection.sendFramed(pending.frame);
+        if (this.#masters.isMaster(connection)) for (const pending of this.#sends.values()) connection.sendFramed(pending.frame);
         return;
       }
       default:
@@ -345,7 +347,7 @@ export class Client extends EventEmitter {
    * error) does not say that the message will be delivered.
    */
   #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
-    if (this.#sends.has(ref) && (fromSlave || !this.#isMaster(connection))) return;
+    if (this.#sends.has(ref) && (fromSlave || !this.#masters.isMaster(connection))) return;
     const pending = this.#sends.get(ref) ?? this.#requests.get(ref);
     if (pending) {
       this.#sends.delete(ref);
@@ -364,7 +366,7 @@ export class Client extends EventEmitter {
     ];
     const subscription = this.#subscriptions.get(sub);
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
-    if (!this.#isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
+    if (!this.#masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
     const generation = connection.generation;
     const kind = subscription.kind === "consume" ? 1 : 0;
     const queue = `${subscription.endpoint}/${subscription.version}`;
@@ -431,59 +433,9 @@ export class Client extends EventEmitter {
     );
   }
 
-  /** The connection this client takes deliveries and confirmations from: a master not fenced. */
-  #isMaster(connection: HostConnection): boolean {
-    const welcome = connection.welcome;
-    return connection.isOpen && welcome !== null && welcome.role === "master" && (welcome.epoch ?? 0) >= this.#epoch;
-  }
-
-  /**
-   * Keeps track of the master across hosts. A master with a higher epoch is the new one; a master
-   * below the highest epoch seen is an old master that came back: it is told (FENCE) and its
-   * deliveries are refused. Two masters with the same epoch are reported.
-   */
-  #checkRoles(connection: HostConnection): void {
-    const welcome = connection.welcome;
-    if (!welcome || welcome.role !== "master") return;
-    const epoch = welcome.epoch ?? 0;
-    if (epoch > this.#epoch) {
-      this.#epoch = epoch;
-      this.#masterLabel = connection.host.label;
-      this.emit("master", { host: connection.host.label, epoch });
-      for (const other of this.#connections) if (other !== connection && other.role === "master") this.#checkRoles(other);
-      return;
-    }
-    if (epoch < this.#epoch) {
-      connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#masterLabel ?? "" }]);
-      this.#report(new KittenError(
-        "FENCED",
-        `Broker "${connection.host.label}" claims master with epoch ${epoch}, but "${this.#masterLabel}" is master ` +
-          `with epoch ${this.#epoch}: its deliveries are refused`,
-      ));
-      return;
-    }
-    const rival = this.#connections.find((c) => c !== connection && c.isOpen && c.role === "master" && c.welcome!.epoch === epoch);
-    if (rival) {
-      this.#report(new KittenError(
-        "TWO_MASTERS",
-        `Brokers "${connection.host.label}" and "${rival.host.label}" both claim master with epoch ${epoch}: ` +
-          `demote one of them (isMaster false, then reload)`,
-      ));
-    }
-  }
-
-  /**
-   * Where each host stands: connected or not, its role and epoch, and which one this client
-   * takes as master.
-   */
-  status(): { host: string; connected: boolean; role: "master" | "slave" | null; epoch: number | null; master: boolean }[] {
-    return this.#connections.map((connection) => ({
-      host: connection.host.label,
-      connected: connection.isOpen,
-      role: connection.role,
-      epoch: connection.welcome?.epoch ?? null,
-      master: this.#isMaster(connection),
-    }));
+  /** Where each host stands: connected or not, its role and epoch, and which one is master. */
+  status(): HostStatus[] {
+    return this.#masters.status();
   }
 
   #rememberAcked(key: string): void {

@@ -15,3 +15,4 @@ export type {
   SubscribeOptions,
   Subscription,
 } from "./subscription.ts";
+export type { HostStatus } from "./masters.ts";

@@ -77,7 +77,6 @@ const OPEN: ClientGrants = {
   exclusivePattern: () => null,
 };
 
-/** Compiles `config.rules`; throws CONFIG_INVALID for a malformed rule (config.ts validates first). */
 export function compileRules(rules: readonly Rule[]): Rules {
   const compiled = rules.map((rule, index) => compileRule(rule, index));
   return new CompiledRules(compiled);

@@ -1,0 +1,85 @@
+/**
+ * Which broker is master, across a client's hosts. A master with a higher epoch than any seen is
+ * the new one; a master below the highest epoch seen is an old master that came back without
+ * being demoted: it is told (FENCE) and its deliveries and confirmations are refused. Two masters
+ * with the same epoch are reported.
+ */
+import { KittenError, OP } from "../protocol/mod.ts";
+import type { HostConnection } from "./connection.ts";
+
+export interface MasterEvents {
+  /** A new master (higher epoch) was seen. */
+  master(host: string, epoch: number): void;
+  /** FENCED or TWO_MASTERS. */
+  problem(error: KittenError): void;
+}
+
+export interface HostStatus {
+  host: string;
+  connected: boolean;
+  role: "master" | "slave" | null;
+  epoch: number | null;
+  /** The broker this client takes deliveries and confirmations from. */
+  master: boolean;
+}
+
+export class MasterTracker {
+  /** The highest master epoch seen on any host, and that host. */
+  #epoch = -1;
+  #label: string | null = null;
+
+  constructor(readonly connections: () => readonly HostConnection[], readonly events: MasterEvents) {}
+
+  /** True for an open connection to a master that is not fenced. */
+  isMaster(connection: HostConnection): boolean {
+    const welcome = connection.welcome;
+    return connection.isOpen && welcome !== null && welcome.role === "master" && (welcome.epoch ?? 0) >= this.#epoch;
+  }
+
+  /** Looks at a connection's role after its welcome or a ROLE change. */
+  check(connection: HostConnection): void {
+    const welcome = connection.welcome;
+    if (!welcome || welcome.role !== "master") return;
+    const epoch = welcome.epoch ?? 0;
+    if (epoch > this.#epoch) {
+      this.#epoch = epoch;
+      this.#label = connection.host.label;
+      this.events.master(connection.host.label, epoch);
+      for (const other of this.connections()) if (other !== connection && other.role === "master") this.check(other);
+      return;
+    }
+    if (epoch < this.#epoch) {
+      connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#label ?? "" }]);
+      this.events.problem(
+        new KittenError(
+          "FENCED",
+          `Broker "${connection.host.label}" claims master with epoch ${epoch}, but "${this.#label}" is master ` +
+            `with epoch ${this.#epoch}: its deliveries are refused`,
+        ),
+      );
+      return;
+    }
+    const rival = this.connections().find((c) =>
+      c !== connection && c.isOpen && c.role === "master" && c.welcome!.epoch === epoch
+    );
+    if (rival) {
+      this.events.problem(
+        new KittenError(
+          "TWO_MASTERS",
+          `Brokers "${connection.host.label}" and "${rival.host.label}" both claim master with epoch ${epoch}: ` +
+            `demote one of them (isMaster false, then reload)`,
+        ),
+      );
+    }
+  }
+
+  status(): HostStatus[] {
+    return this.connections().map((connection) => ({
+      host: connection.host.label,
+      connected: connection.isOpen,
+      role: connection.role,
+      epoch: connection.welcome?.epoch ?? null,
+      master: this.isMaster(connection),
+    }));
+  }
+}
