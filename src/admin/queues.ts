@@ -1,0 +1,128 @@
+/**
+ * Queue routes. A queue is named `endpoint/version`; in URLs it is two path segments
+ * (`/queues/orders/v1`), and `/queues/orders%2Fv1` is accepted too (app.ts rewrites it), as
+ * the original's dashboard encoded it.
+ *
+ *   GET    /queues                                       every queue: depths, counters, handlers
+ *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
+ *   GET    /queues/:endpoint/:version/messages?limit&offset   live copies, with a body preview
+ *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
+ *   DELETE /queues/:endpoint/:version[?id=destination]   purge ready, delayed and waiting copies
+ *
+ * Reads never create a queue (the original crashed on unknown names): unknown ones are 404.
+ */
+import { type Context, Hono } from "hono";
+import * as v from "valibot";
+import { KittenError } from "../protocol/errors.ts";
+import type { BrokerServer, HandlerInfo, Queue, Session } from "../server/mod.ts";
+import { copyView, messageView } from "./display.ts";
+
+/** At most this many messages per page: a page is built in memory and serialised at once. */
+export const MAX_PAGE = 1000;
+export const DEFAULT_PAGE = 50;
+
+export function queueRoutes(server: BrokerServer): Hono {
+  const app = new Hono();
+  const { broker } = server;
+
+  app.get("/", (c) => {
+    const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return c.json({ queues: queues.map((queue) => queueSummary(queue)) });
+  });
+
+  app.get("/:endpoint/:version", (c) => {
+    const queue = findQueue(server, c);
+    const sessions = sessionsBySink(server);
+    const ids = [...queue.depthById()].map(([id, depth]) => ({ id, ...depth })).sort((a, b) => a.id.localeCompare(b.id));
+    const handlers = queue.handlersInfo().map((handler) => handlerView(handler, sessions));
+    return c.json({
+      ...queueSummary(queue),
+      live: queue.live,
+      ids,
+      consumers: handlers.filter((handler) => handler.kind === "consume"),
+      listeners: handlers.filter((handler) => handler.kind === "listen"),
+    });
+  });
+
+  app.get("/:endpoint/:version/messages", (c) => {
+    const queue = findQueue(server, c);
+    const limit = intQuery(c, "limit", 1, MAX_PAGE, DEFAULT_PAGE);
+    const offset = intQuery(c, "offset", 0, Number.MAX_SAFE_INTEGER, 0);
+    const depth = queue.depth();
+    const total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
+    const messages = queue.messages(limit, offset).map((copy) => copyView(queue.name, copy));
+    return c.json({ queue: queue.name, total, limit, offset, messages });
+  });
+
+  app.get("/:endpoint/:version/messages/:messageId", (c) => {
+    const queue = findQueue(server, c);
+    const messageId = c.req.param("messageId");
+    const copies = queue.message(messageId);
+    if (copies.length === 0) {
+      throw new KittenError("NOT_FOUND", `Cannot find message "${messageId}" in queue "${queue.name}": it was acked, purged or never sent there`);
+    }
+    return c.json(messageView(queue.name, copies));
+  });
+
+  app.delete("/:endpoint/:version", (c) => {
+    const queue = findQueue(server, c);
+    const id = c.req.query("id");
+    if (id === "") throw new KittenError("BAD_REQUEST", `Cannot purge "${queue.name}": id must be a non-empty destination id`);
+    const purged = queue.purge(id);
+    broker.log.info("admin", `queue=${queue.name};id=${id ?? "(all)"};purged=${purged};purged by an operator`);
+    return c.json({ queue: queue.name, id: id ?? null, purged });
+  });
+
+  // One segment without a slash cannot name a queue: say how to name one instead of a bare 404.
+  app.all("/:name", (c) => {
+    throw new KittenError(
+      "NOT_FOUND",
+      `Cannot find queue "${c.req.param("name")}": queues are named "endpoint/version" (/queues/endpoint/version or /queues/endpoint%2Fversion)`,
+    );
+  });
+  return app;
+}
+
+/** What GET /queues shows of each queue. */
+export function queueSummary(queue: Queue) {
+  const handlers = queue.handlersInfo();
+  return {
+    name: queue.name,
+    depth: queue.depth(),
+    counters: { ...queue.counters },
+    consumers: handlers.filter((handler) => handler.kind === "consume").length,
+    listeners: new Set(handlers.filter((handler) => handler.kind === "listen").map((handler) => handler.group)).size,
+    settings: { ...queue.settings },
+  };
+}
+
+/** A handler with its connection's client id (the sink of a handler is its session). */
+function handlerView(handler: HandlerInfo, sessions: Map<unknown, Session>) {
+  const { sink: _sink, ...rest } = handler;
+  return { clientId: sessions.get(handler.sink)?.clientId ?? null, ...rest };
+}
+
+export function sessionsBySink(server: BrokerServer): Map<unknown, Session> {
+  return new Map([...server.broker.sessions].map((session) => [session, session]));
+}
+
+function findQueue(server: BrokerServer, c: Context): Queue {
+  const name = `${c.req.param("endpoint")}/${c.req.param("version")}`;
+  const queue = server.broker.queues.get(name);
+  if (!queue) throw new KittenError("NOT_FOUND", `Cannot find queue "${name}": no message or registration has used it`);
+  return queue;
+}
+
+/** A query parameter that must be an integer in [min, max]; absent → `fallback`. */
+function intQuery(c: Context, name: string, min: number, max: number, fallback: number): number {
+  const raw = c.req.query(name);
+  if (raw === undefined) return fallback;
+  const schema = v.pipe(v.string(), v.regex(/^\d{1,16}$/), v.transform(Number), v.minValue(min), v.maxValue(max));
+  const result = v.safeParse(schema, raw);
+  if (result.success) return result.output;
+  const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+  throw new KittenError(
+    "BAD_REQUEST",
+    `Cannot read query parameter "${name}": must be an integer ${range}: current value is ${JSON.stringify(raw)}`,
+  );
+}

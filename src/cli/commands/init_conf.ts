@@ -1,0 +1,58 @@
+/**
+ * `kitten-mq init-conf [PATH] [--force]`: writes a config file holding every default
+ * (`kitten-mq.config.json` by default). JSON has no comments, so the file documents its keys
+ * in a top-level `"$comment"` array, which the broker accepts and ignores. An existing file is
+ * never overwritten without `--force`.
+ */
+import { writeFile } from "node:fs/promises";
+import { defaultConfig } from "../../server/mod.ts";
+import type { CliArgs } from "../args.ts";
+import { CliError } from "../api.ts";
+
+export const DEFAULT_CONFIG_FILE = "kitten-mq.config.json";
+
+const COMMENT = [
+  "Kitten-MQ broker configuration. Every key is optional (this file lists the defaults); unknown keys are refused.",
+  "Relative paths are resolved from this file's folder. Apply changes with `kitten-mq reload -c FILE` (or SIGUSR2);",
+  "socketServer.port/host/tls and the admin section are read at start only.",
+  "serviceId: this broker's id; clients write it after '@' in their host string (the audience of their tokens).",
+  "isMaster: only the master delivers; slaves keep copies and take over after `isMaster: true` + reload.",
+  "socketServer: the client port. host 127.0.0.1 keeps it local: set 0.0.0.0 to expose it. token: shared secret",
+  "  clients add as '#token' to their host string (null: none). tls: {cert, key} PEM files. maxFrameSize (bytes),",
+  "  maxConnections, handshakeTimeoutMs, maxOutgoingBytes (a slow reader's unsent bytes before its deliveries pause).",
+  "  logs, packetsFilename: the original's packet store, unused (kept so old files load).",
+  "maxItemsInQueue: messages waiting for a recipient per queue; the oldest is dropped first beyond it.",
+  "requeueLimit: deliveries of a message before it is dead (dead-lettered when channels[q].deadLetter is set).",
+  "requeueInterval: seconds a delivery may stay unacked before it is redelivered.",
+  "prefetch: unacked deliveries per consumer handler; listenerPrefetch: the same for listeners.",
+  "maxMessagesPerQueue: live messages per queue; beyond it sends are refused with QUEUE_FULL.",
+  "logLevel: 1 debug, 2 info, 3 warn, 4 error. logsDirectory: where logs go.",
+  "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: broker keys.",
+  "dataDirectory: the durable store, and admin.json (where `kitten-mq status` & co find the admin API).",
+  "durability: 'fsync' (a confirmed send is on disk), 'batch' (committed every commitIntervalMs ms, confirmed",
+  "  before) or 'memory' (no store); channels[q].durability overrides it per queue.",
+  "isManagementInterface: serve the admin API and dashboard on httpServerPort (0: a free port, see dataDirectory/admin.json).",
+  "pollIntervalHTTP: dashboard refresh in milliseconds.",
+  "admin: host of the admin API (127.0.0.1; any other host requires token), token (bearer token, null: none),",
+  "  tls: {cert, key} PEM files, idleTimeoutSeconds: idle HTTP connections are closed after it.",
+  "rules: [] lets every client read and write everything. Otherwise a client gets what the rules whose 'client'",
+  "  (an id, or a prefix ending in '*') match it grant: {client, read: [patterns], write: [patterns]}, patterns",
+  "  'endpoint/*', 'endpoint/version/*', 'endpoint/version/id'; '!' before a read pattern: first listener owns each id.",
+  "channels: per-queue overrides, { 'endpoint/version': { prefetch, listenerPrefetch, ttl (seconds a waiting message",
+  "  lives), maxItemsInQueue, requeueLimit, requeueInterval, durability, deadLetter: 'endpoint/version',",
+  "  map: {message format} } }.",
+];
+
+export async function run(args: CliArgs): Promise<number> {
+  const path = args.positionals[0] ?? DEFAULT_CONFIG_FILE;
+  const text = JSON.stringify({ $comment: COMMENT, ...defaultConfig() }, null, 2) + "\n";
+  try {
+    await writeFile(path, text, { flag: args.force ? "w" : "wx", mode: 0o600 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") throw new CliError(`"${path}" exists: pass --force to overwrite it`);
+    throw new CliError(`cannot write "${path}": ${(error as Error).message}`);
+  }
+  console.log(`kitten-mq: wrote ${path}; start with: kitten-mq start --config ${path}`);
+  return 0;
+}
