@@ -10,6 +10,7 @@
 import { Hono } from "hono";
 import { KittenError } from "../protocol/errors.ts";
 import type { BrokerServer } from "../server/mod.ts";
+import { handlersInfo } from "../server/mod.ts";
 import { sessionsBySink } from "./queues.ts";
 
 export function clientRoutes(server: BrokerServer): Hono {
@@ -20,7 +21,7 @@ export function clientRoutes(server: BrokerServer): Hono {
     const sessions = sessionsBySink(server);
     const subscriptions = new Map<unknown, object[]>();
     for (const queue of broker.queues.values()) {
-      for (const { sink, ...handler } of queue.handlersInfo()) {
+      for (const { sink, ...handler } of handlersInfo(queue)) {
         if (!sessions.has(sink)) continue;
         const list = subscriptions.get(sink) ?? [];
         list.push({ queue: queue.name, ...handler });

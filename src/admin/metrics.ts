@@ -8,6 +8,7 @@
  */
 import { Hono } from "hono";
 import type { BrokerServer, Queue } from "../server/mod.ts";
+import { handlersInfo } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
 
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -76,7 +77,7 @@ export function renderMetrics(server: BrokerServer): string {
       (["ready", "inflight", "delayed", "waiting"] as const).map((state): Sample => [{ queue, state }, depth[state]])
     ),
   );
-  const handlers = queues.map((q) => [q.name, q.handlersInfo()] as const);
+  const handlers = queues.map((q) => [q.name, handlersInfo(q)] as const);
   out.metric("kitten_mq_queue_consumers", "gauge", "Consumer registrations on a queue", handlers.map(([queue, list]) => [
     { queue },
     list.filter((h) => h.kind === "consume").length,

@@ -15,6 +15,7 @@ import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
 import type { BrokerServer, HandlerInfo, Queue, Session } from "../server/mod.ts";
+import { depthById, handlersInfo, message as messageCopies, messages as messagePage } from "../server/mod.ts";
 import { copyView, messageView } from "./display.ts";
 
 /** At most this many messages per page: a page is built in memory and serialised at once. */
@@ -33,8 +34,8 @@ export function queueRoutes(server: BrokerServer): Hono {
   app.get("/:endpoint/:version", (c) => {
     const queue = findQueue(server, c);
     const sessions = sessionsBySink(server);
-    const ids = [...queue.depthById()].map(([id, depth]) => ({ id, ...depth })).sort((a, b) => a.id.localeCompare(b.id));
-    const handlers = queue.handlersInfo().map((handler) => handlerView(handler, sessions));
+    const ids = [...depthById(queue)].map(([id, depth]) => ({ id, ...depth })).sort((a, b) => a.id.localeCompare(b.id));
+    const handlers = handlersInfo(queue).map((handler) => handlerView(handler, sessions));
     return c.json({
       ...queueSummary(queue),
       live: queue.live,
@@ -50,14 +51,14 @@ export function queueRoutes(server: BrokerServer): Hono {
     const offset = intQuery(c, "offset", 0, Number.MAX_SAFE_INTEGER, 0);
     const depth = queue.depth();
     const total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
-    const messages = queue.messages(limit, offset).map((copy) => copyView(queue.name, copy));
+    const messages = messagePage(queue, limit, offset).map((copy) => copyView(queue.name, copy));
     return c.json({ queue: queue.name, total, limit, offset, messages });
   });
 
   app.get("/:endpoint/:version/messages/:messageId", (c) => {
     const queue = findQueue(server, c);
     const messageId = c.req.param("messageId");
-    const copies = queue.message(messageId);
+    const copies = messageCopies(queue, messageId);
     if (copies.length === 0) {
       throw new KittenError("NOT_FOUND", `Cannot find message "${messageId}" in queue "${queue.name}": it was acked, purged or never sent there`);
     }
@@ -85,7 +86,7 @@ export function queueRoutes(server: BrokerServer): Hono {
 
 /** What GET /queues shows of each queue. */
 export function queueSummary(queue: Queue) {
-  const handlers = queue.handlersInfo();
+  const handlers = handlersInfo(queue);
   return {
     name: queue.name,
     depth: queue.depth(),

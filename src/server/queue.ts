@@ -12,7 +12,8 @@
  */
 import { Deque } from "./deque.ts";
 import { MinHeap } from "./heap.ts";
-import { Copy, CopyState, type DeliverySink, Group, type Handler, type Message, Pool } from "./message.ts";
+import { WaitingList } from "./waiting.ts";
+import { Copy, CopyState, Group, type Handler, type Message, Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "./config.ts";
 import type { ChannelSettings as QueueSettings } from "./config.ts";
@@ -52,16 +53,8 @@ export class Queue {
   readonly #groups = new Map<string, Group>();
   /** Number of handlers registered per id (`*` included), across groups. */
   readonly #idHandlers = new Map<string, number>();
-  /**
-   * Copies nobody can receive yet, oldest first by `message.seq` (a Set keeps insertion order,
-   * O(1) delete; see `#parkAll` for copies that come back out of order).
-   */
-  readonly #waiting = new Set<Copy>();
-  /** Highest `message.seq` added to `#waiting`; adding a lower one leaves the set unsorted. */
-  #waitingSeq = -1;
-  #waitingUnsorted = false;
-  /** Recovered copies in `#waiting`: they do not count towards `maxItemsInQueue` (see restore()). */
-  #recoveredWaiting = 0;
+  /** Copies nobody can receive yet, oldest first. */
+  readonly #waiting = new WaitingList();
   /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
   #parkBatch: Copy[] | null = null;
   /**
@@ -192,7 +185,7 @@ export class Queue {
   /** Waiting copies per destination id. */
   waitingById(): Map<string, number> {
     const counts = new Map<string, number>();
-    for (const copy of this.#waiting) counts.set(copy.destination, (counts.get(copy.destination) ?? 0) + 1);
+    for (const copy of this.#waiting.ordered()) counts.set(copy.destination, (counts.get(copy.destination) ?? 0) + 1);
     return counts;
   }
 
@@ -338,12 +331,7 @@ export class Queue {
   #expireWaiting(now: number): void {
     const ttl = this.settings.ttl;
     if (ttl === null) return;
-    this.#sortWaiting();
-    for (const copy of this.#waiting) {
-      if (copy.message.created + ttl * 1000 > now) return;
-      this.#unwait(copy);
-      this.#kill(copy, "ttl");
-    }
+    for (const copy of this.#waiting.expire(now - ttl * 1000)) this.#kill(copy, "ttl");
   }
 
   /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
@@ -367,29 +355,14 @@ export class Queue {
     }
   }
 
-  /**
-   * Puts copies in the waiting list, which is kept in arrival order (`message.seq`) so that ttl
-   * expiry, overflow and hand-out always take the oldest first. New messages arrive in order;
-   * copies given back by a group that lost its handlers are older: they mark the list unsorted,
-   * and it is sorted once before it is next read in order.
-   */
+  /** Puts copies in the waiting list; past `maxItemsInQueue`, the oldest are dropped (dead). */
   #parkAll(copies: Iterable<Copy>): void {
     for (const copy of copies) {
       copy.state = CopyState.WAITING;
       if (copy.group === null) copy.message.refs++;
       this.#waiting.add(copy);
-      if (copy.message.seq < this.#waitingSeq) this.#waitingUnsorted = true;
-      else this.#waitingSeq = copy.message.seq;
     }
-    const max = this.settings.maxItemsInQueue;
-    if (this.#waiting.size - this.#recoveredWaiting <= max) return;
-    this.#sortWaiting();
-    for (const oldest of this.#waiting) {
-      if (this.#waiting.size - this.#recoveredWaiting <= max) return;
-      if (oldest.recovered) continue;
-      this.#unwait(oldest);
-      this.#kill(oldest, "overflow");
-    }
+    for (const oldest of this.#waiting.overflow(this.settings.maxItemsInQueue)) this.#kill(oldest, "overflow");
   }
 
   /**
@@ -404,24 +377,20 @@ export class Queue {
         const pool = copy.group.pools.get(destination);
         pool?.ready.delete(copy);
         if (pool && pool.ready.length === 0) copy.group.readyPools.delete(pool);
-      } else if (copy.state === CopyState.WAITING) this.#unwait(copy);
+      } else if (copy.state === CopyState.WAITING) this.#waiting.delete(copy);
       else if (copy.state !== CopyState.DELAYED) continue; // in flight or settled: nothing to drop
       this.counters.acked++;
       this.#settle(copy);
       return true;
     }
-    for (const copy of this.#waiting) {
+    for (const copy of this.#waiting.ordered()) {
       if (copy.message !== message || copy.group !== null) continue;
-      this.#unwait(copy);
+      this.#waiting.delete(copy);
       this.counters.acked++;
       this.#settle(copy);
       return true;
     }
     return false;
-  }
-
-  #unwait(copy: Copy): void {
-    if (this.#waiting.delete(copy) && copy.recovered) this.#recoveredWaiting--;
   }
 
   /**
@@ -435,16 +404,7 @@ export class Queue {
     const copy = new Copy(message, message.destination, null);
     copy.recovered = true;
     copy.deliveries = message.deliveries;
-    this.#recoveredWaiting++;
     this.#parkAll([copy]);
-  }
-
-  #sortWaiting(): void {
-    if (!this.#waitingUnsorted) return;
-    this.#waitingUnsorted = false;
-    const sorted = [...this.#waiting].sort((a, b) => a.message.seq - b.message.seq);
-    this.#waiting.clear();
-    for (const copy of sorted) this.#waiting.add(copy);
   }
 
   /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */
@@ -464,10 +424,9 @@ export class Queue {
    */
   #flushWaiting(group: Group, ids: Set<string>): void {
     if (this.#waiting.size === 0 || ids.size === 0) return;
-    this.#sortWaiting();
     const all = ids.has("*");
     const due: Copy[] = [];
-    for (const copy of this.#waiting) {
+    for (const copy of this.#waiting.ordered()) {
       // Groups are compared by key: a group is re-created when its handlers come back.
       const isDue = copy.group === null
         ? all || copy.destination === "*" || ids.has(copy.destination)
@@ -475,7 +434,7 @@ export class Queue {
       if (isDue) due.push(copy);
     }
     for (const copy of due) {
-      this.#unwait(copy);
+      this.#waiting.delete(copy);
       if (copy.group !== null) {
         copy.group = group;
         this.#enqueue(copy, this.#pool(group, copy.destination));
@@ -483,7 +442,6 @@ export class Queue {
       }
       if (!this.#route(copy.message)) {
         this.#waiting.add(copy);
-        this.#waitingUnsorted = true;
         continue;
       }
       copy.state = CopyState.SETTLED;
@@ -562,51 +520,9 @@ export class Queue {
 
   // ── inspection and purge (admin API) ───────────────────────────────────────────────────────
 
-  /** The registered handlers, earliest registrant first: a snapshot for operators. */
-  handlersInfo(): HandlerInfo[] {
-    return [...this.#handlers].sort((a, b) => a.seq - b.seq).map((handler) => ({
-      kind: handler.kind,
-      group: handler.groupKey,
-      sub: handler.sub,
-      ids: [...handler.ids],
-      prefetch: handler.prefetch,
-      inflight: handler.inflight.size,
-      sink: handler.sink,
-    }));
-  }
-
-  /**
-   * Copies not yet settled, `offset` skipped, at most `limit`, in this order: ready (per
-   * group, per id), in flight (per handler, in delivery order), delayed (due first), waiting
-   * (oldest first). No full sort: a page costs O(offset + limit) plus the delayed ones.
-   */
-  messages(limit: number, offset = 0): CopyInfo[] {
-    const page: CopyInfo[] = [];
-    let index = 0;
-    for (const copy of this.#liveCopies()) {
-      if (page.length >= limit) break;
-      if (index++ >= offset) page.push(copyInfo(copy));
-    }
-    return page;
-  }
-
-  /** Every live copy of the message with this id (empty when none is left in this queue). */
-  message(messageId: string): CopyInfo[] {
-    const copies: CopyInfo[] = [];
-    for (const copy of this.#liveCopies()) if (copy.message.id === messageId) copies.push(copyInfo(copy));
-    return copies;
-  }
-
-  /** Ready, in-flight, delayed and waiting copies per destination id. */
-  depthById(): Map<string, { ready: number; inflight: number; delayed: number; waiting: number }> {
-    const depths = new Map<string, { ready: number; inflight: number; delayed: number; waiting: number }>();
-    const names = ["ready", "inflight", "delayed", "waiting"] as const;
-    for (const copy of this.#liveCopies()) {
-      let depth = depths.get(copy.destination);
-      if (!depth) depths.set(copy.destination, depth = { ready: 0, inflight: 0, delayed: 0, waiting: 0 });
-      depth[names[copy.state as 0 | 1 | 2 | 3]]++;
-    }
-    return depths;
+  /** The registered handlers, earliest registrant first (queue_view.ts builds snapshots of them). */
+  handlers(): Handler[] {
+    return [...this.#handlers].sort((a, b) => a.seq - b.seq);
   }
 
   /**
@@ -626,64 +542,24 @@ export class Queue {
     }
     // Delayed copies stay in the heap, marked settled: popDue() skips copies no longer DELAYED.
     for (const copy of this.#delayed) if (copy.state === CopyState.DELAYED && matches(copy)) removed.push(copy);
-    for (const copy of this.#waiting) {
+    for (const copy of this.#waiting.ordered()) {
       if (!matches(copy)) continue;
-      this.#unwait(copy);
+      this.#waiting.delete(copy);
       removed.push(copy);
     }
     for (const copy of removed) this.#settle(copy);
     return removed.length;
   }
 
-  *#liveCopies(): Generator<Copy> {
+  /**
+   * Every copy not yet settled, in this order: ready (per group, per id), in flight (per handler,
+   * in delivery order), delayed (due first), waiting (oldest first). Lazy: a page of it costs
+   * O(offset + limit) plus the delayed ones.
+   */
+  *liveCopies(): Generator<Copy> {
     for (const group of this.#groups.values()) for (const pool of group.pools.values()) yield* pool.ready;
     for (const handler of [...this.#handlers].sort((a, b) => a.seq - b.seq)) yield* handler.inflight.values();
     yield* [...this.#delayed].filter((copy) => copy.state === CopyState.DELAYED).sort((a, b) => a.at - b.at);
-    this.#sortWaiting();
-    yield* this.#waiting;
+    yield* this.#waiting.ordered();
   }
-}
-
-/** One registration, as `handlersInfo()` shows it; `sink` is the session it delivers to. */
-export interface HandlerInfo {
-  kind: "listen" | "consume";
-  /** `consume` for consumers; `listen:<clientId>` for listeners (one copy per clientId). */
-  group: string;
-  sub: number;
-  ids: string[];
-  prefetch: number;
-  inflight: number;
-  sink: DeliverySink;
-}
-
-/** One live copy of a message, as `messages()` shows it. `body` is the stored bytes (not copied). */
-export interface CopyInfo {
-  messageId: string;
-  destination: string;
-  state: "ready" | "inflight" | "delayed" | "waiting";
-  created: number;
-  deliveries: number;
-  /** Ack deadline (in flight) or due time (delayed), ms; null otherwise. */
-  due: number | null;
-  /** The group the copy belongs to, or null for a message waiting for any recipient. */
-  group: string | null;
-  body: Uint8Array;
-  deadLetter: Message["deadLetter"];
-}
-
-const STATE_NAMES = ["ready", "inflight", "delayed", "waiting"] as const;
-
-function copyInfo(copy: Copy): CopyInfo {
-  const state = STATE_NAMES[copy.state as 0 | 1 | 2 | 3];
-  return {
-    messageId: copy.message.id,
-    destination: copy.destination,
-    state,
-    created: copy.message.created,
-    deliveries: copy.deliveries,
-    due: state === "inflight" || state === "delayed" ? copy.at : null,
-    group: copy.group?.key ?? null,
-    body: copy.message.body,
-    deadLetter: copy.message.deadLetter,
-  };
 }

@@ -83,7 +83,7 @@ export function adminFixture(overrides: Record<string, unknown> = {}, options: A
       return handler;
     },
     ackAll(handler) {
-      const queue = [...broker.queues.values()].find((q) => q.handlersInfo().some((h) => h.sink === handler.sink && h.sub === handler.sub))!;
+      const queue = [...broker.queues.values()].find((q) => q.handlers().some((h) => h.sink === handler.sink && h.sub === handler.sub))!;
       const copies = [...handler.inflight.values()];
       for (const copy of copies) queue.ack(copy);
       broker.stats.counters.acked += copies.length; // the session counts acks in real life
