@@ -132,12 +132,16 @@ export class Subscription {
     } catch (error) {
       return withCallback(Promise.reject(error), callback);
     }
-    for (const value of ids) {
-      const at = this.ids.indexOf(value);
-      if (add && at < 0) this.ids.push(value);
-      if (!add && at >= 0) this.ids.splice(at, 1);
+    // Updated at once, so a registration replayed meanwhile (reconnect) carries the new ids.
+    const changed = ids.filter((value) => this.ids.includes(value) !== add);
+    for (const value of changed) {
+      if (add) this.ids.push(value);
+      else this.ids.splice(this.ids.indexOf(value), 1);
     }
     const done = this.host.request((ref) => [add ? OP.ADD_ID : OP.REMOVE_ID, ref, this.sub, ids]);
+    // A refused addId must not stay: replayed after a reconnect, it would get the whole
+    // registration refused, granted ids included.
+    if (add) done.catch(() => this.ids.splice(0, this.ids.length, ...this.ids.filter((value) => !changed.includes(value))));
     return withCallback(done, callback);
   }
 }

@@ -317,8 +317,12 @@ export class Broker {
 
   /** Writes every session's pending frames: one socket write per session per burst. */
   flush(): void {
-    for (const session of this.dirty) session.flush();
-    this.dirty.clear();
+    // A flush may let a paused session take more deliveries, which makes it dirty again.
+    while (this.dirty.size > 0) {
+      const sessions = [...this.dirty];
+      this.dirty.clear();
+      for (const session of sessions) session.flush();
+    }
   }
 
   /**

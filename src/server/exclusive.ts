@@ -47,7 +47,8 @@ export class ExclusiveOwners {
    * Claims every id or none: the id that another owner holds, or null when all are claimed now.
    * For registrations on several ids at once (a refused id must not leave the others claimed).
    */
-  claimAll(queue: string, ids: readonly string[], owner: string): string | null {
+  claimAll(queue: string, listed: readonly string[], owner: string): string | null {
+    const ids = [...new Set(listed)]; // one claim per id, however often it is listed
     const claims = this.#queues.get(queue);
     if (claims !== undefined) {
       const refused = ids.find((id) => this.#blocker(claims, id, owner) !== undefined);

@@ -106,14 +106,14 @@ export class Queue {
   unsubscribe(handler: Handler): void {
     this.#handlers.delete(handler);
     const group = this.#groups.get(handler.groupKey);
-    if (!group) return;
-    for (const id of handler.ids) this.#unindex(group, handler, id);
+    if (group) for (const id of handler.ids) this.#unindex(group, handler, id);
     handler.ids.clear();
     this.#batchParks(() => {
+      // Even when its group is gone (all its ids were removed): requeue falls back to the copy's group.
       for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
-      this.#parkOrphans(group);
+      if (group) this.#parkOrphans(group);
     });
-    if (group.handlers.size === 0 && group.pools.size === 0) this.#groups.delete(group.key);
+    if (group && group.handlers.size === 0 && group.pools.size === 0) this.#groups.delete(group.key);
   }
 
   /** Gives a handler as many ready copies as its free prefetch slots allow. */

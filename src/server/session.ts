@@ -71,8 +71,11 @@ export class Session implements DeliverySink {
   readonly #connection: Connection;
   readonly #decoder: FrameDecoder;
   readonly #registrations = new Map<number, Registration>();
-  readonly #batch = new FrameBatch();
+  // Small at first: thousands of idle connections must not each hold a large buffer; it doubles as needed.
+  readonly #batch = new FrameBatch(1024);
   #okRefs: number[] = [];
+  /** Deliveries stopped because the outgoing bytes reached their bound. */
+  #starved = false;
   #unsent: Uint8Array[] = [];
   #unsentBytes = 0;
 
@@ -168,6 +171,7 @@ export class Session implements DeliverySink {
 
   /** Verifies the proof (async: key files, signature); the session opens when it holds. */
   #handleAuth(value: unknown[]): void {
+    if (this.state !== "auth") throw new KittenError("BAD_PROTOCOL", "Cannot accept auth: the session is already open");
     const [, proof] = checkAuth(value);
     this.state = "verifying";
     this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
@@ -210,7 +214,8 @@ export class Session implements DeliverySink {
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
-    const [, ref, sub, endpoint, version, ids, prefetch] = checkSubscribe(value);
+    const [, ref, sub, endpoint, version, listed, prefetch] = checkSubscribe(value);
+    const ids = [...new Set(listed)]; // an id listed twice is one registration (and one exclusive claim)
     checkChannelParts(endpoint, version, ids, kind === "listen" ? "Cannot listen to" : "Cannot consume");
     if (this.#registrations.has(sub)) {
       throw new KittenError("DUPLICATE_SUBSCRIPTION", `Cannot ${kind}: subscription ${sub} is already registered`);
@@ -257,7 +262,8 @@ export class Session implements DeliverySink {
   }
 
   #handleIds(value: unknown[], add: boolean): void {
-    const [, ref, sub, ids] = checkIds(value);
+    const [, ref, sub, listed] = checkIds(value);
+    const ids = [...new Set(listed)];
     const registration = this.#registration(sub, add ? "add ids" : "remove ids");
     const [endpoint, version] = registration.queue.name.split("/") as [string, string];
     checkChannelParts(endpoint, version, ids, add ? "Cannot add id to" : "Cannot remove id from");
@@ -344,8 +350,11 @@ export class Session implements DeliverySink {
   writable(): boolean {
     // A slave never delivers: its copies wait until it is promoted.
     // Soft-stop lets deliveries in flight finish but starts no new ones.
-    return this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes && this.state !== "closed" &&
-      this.#broker.isMaster && !this.#broker.stopping;
+    if (this.state === "closed" || !this.#broker.isMaster || this.#broker.stopping) return false;
+    // The batch being filled counts too: a resumed reader must not get its whole backlog at once.
+    if (this.#unsentBytes + this.#batch.byteLength < this.#broker.config.socketServer.maxOutgoingBytes) return true;
+    this.#starved = true;
+    return false;
   }
 
   deliver(copy: Copy, handler: Handler): void {
@@ -399,6 +408,11 @@ export class Session implements DeliverySink {
     }
     if (this.#batch.byteLength === 0) return;
     this.#write(this.#batch.take());
+    // Deliveries paused on a full batch resume now that it is written (drain() covers a full socket).
+    if (this.#starved && this.writable()) {
+      this.#starved = false;
+      this.pumpAll();
+    }
   }
 
   /** The socket can take more: send what waited, then resume paused deliveries. */

@@ -4,14 +4,19 @@
  * handshake deadline.
  */
 import type { Socket, TCPSocketListener } from "bun";
-import { encode, FrameBatch, OP } from "../protocol/mod.ts";
+import { encode, type ErrorCode, FrameBatch, OP } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import { type Connection, Session } from "./session.ts";
 
 interface SocketData {
   session: Session;
   handshake: ReturnType<typeof setTimeout> | null;
+  /** Refused (connection cap): its input is discarded until it closes. */
+  refused: boolean;
 }
+
+/** How long a refused connection may stay to read its refusal before it is closed. */
+const REFUSAL_LINGER_MS = 1000;
 
 export function listen(broker: Broker): TCPSocketListener<SocketData> {
   const { host, port, tls } = broker.config.socketServer;
@@ -23,20 +28,26 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
       open(socket) {
         const limits = broker.config.socketServer;
         const session = new Session(broker, connectionOf(socket));
-        socket.data = { session, handshake: null };
+        socket.data = { session, handshake: null, refused: false };
         if (broker.sessions.size >= limits.maxConnections) {
           broker.log.warn("socket", `remote=${socket.remoteAddress};maxConnections ${limits.maxConnections} reached;refused`);
-          socket.end(refusal(`Cannot accept a connection: the broker holds maxConnections ${limits.maxConnections}`));
+          // Closing with the client's hello still unread would reset the connection and lose the
+          // refusal: write it, close our side only, and drop what the client sends meanwhile.
+          socket.data.refused = true;
+          socket.write(errorFrame("TOO_MANY_CONNECTIONS", `Cannot accept a connection: the broker holds maxConnections ${limits.maxConnections}`));
+          socket.shutdown(true);
+          socket.data.handshake = setTimeout(() => socket.end(), REFUSAL_LINGER_MS);
           return;
         }
         broker.sessions.add(session);
         socket.data.handshake = setTimeout(() => {
           if (session.state === "open" || session.state === "closed") return;
           broker.log.warn("socket", `remote=${socket.remoteAddress};not authenticated within ${limits.handshakeTimeoutMs} ms;closing`);
-          socket.end();
+          socket.end(errorFrame("BAD_PROTOCOL", `Cannot keep the connection: not authenticated within ${limits.handshakeTimeoutMs} ms`));
         }, limits.handshakeTimeoutMs);
       },
       data(socket, chunk) {
+        if (socket.data.refused) return;
         socket.data.session.receive(chunk);
         broker.flush();
       },
@@ -54,9 +65,9 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
   });
 }
 
-function refusal(message: string): Uint8Array {
+function errorFrame(code: ErrorCode, message: string): Uint8Array {
   const batch = new FrameBatch(256);
-  batch.push(encode([OP.ERROR, null, "TOO_MANY_CONNECTIONS", message]));
+  batch.push(encode([OP.ERROR, null, code, message]));
   return batch.take();
 }
 
