@@ -10,6 +10,10 @@
  *   (a) work queue  1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking
  *   (b) fan-out     1 publisher → 4 listening clients (4 processes, 4 clientIds)
  *   (c) fixed rate  1 publisher at 5,000 msg/s for 5 s → 1 consumer acking (latency)
+ *   (d) format      (a) on a channel whose format the broker checks
+ *   (e) durable     (a) in fsync mode
+ *   (f) 2 brokers   (a) with a master and a slave (memory mode like (a)); both clients are given
+ *                   both hosts, send to both and mirror their acks to the slave; shown as % of (a)
  *
  * Each scenario runs 3 times (1 with --quick); the table shows every run and the median of each
  * column. A run that exceeds its timeout is killed (broker and clients) and reported as failed.
@@ -75,7 +79,7 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,b,c,d,e").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,f,b,c,d,e").split(",").map((s) => s.trim()));
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 200_000, b: 100_000, rate: 5_000, seconds: 5, warmup: 0.5 };
@@ -193,11 +197,11 @@ interface Broker {
   stopping: boolean;
 }
 
-async function startBroker(): Promise<Broker> {
+async function startBroker(overrides: Record<string, unknown> = {}): Promise<Broker> {
   const dir = await mkdtemp(join(tmpdir(), "kitten-mq-bench-"));
   tempDirs.add(dir);
   const configPath = join(dir, "kitten-mq.config.json");
-  await writeFile(configPath, JSON.stringify(BROKER_CONFIG));
+  await writeFile(configPath, JSON.stringify({ ...BROKER_CONFIG, ...overrides }));
   const child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
   const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
   const port = Number(/:(\d+)$/.exec(line)?.[1]);
@@ -321,37 +325,53 @@ interface RunResult {
 }
 
 interface Plan {
+  /** Slave brokers next to the master (scenario f); every client is given every host. */
+  slaves?: number;
   receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
   publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
 }
 
 async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
-  const broker = await startBroker();
+  const brokers = await Promise.all(
+    Array.from({ length: 1 + (plan.slaves ?? 0) }, (_, i) => startBroker(i === 0 ? {} : { isMaster: false })),
+  );
+  const broker = brokers[0]!;
   const children: Child[] = [];
   let result: RunResult | null = null;
   try {
-    const host = `127.0.0.1:${broker.port}@broker-1`;
+    // Every broker of a cluster has the same serviceId (the JWT audience); the ports differ.
+    const hosts = brokers.map((b) => `127.0.0.1:${b.port}@broker-1`);
     const work = (async () => {
       const keysDirectory = join(broker.dir, "keys");
-      const receivers = plan.receivers.map((r) => spawnClient(r.role, { host, keysDirectory, ...r.options }));
+      const receivers = plan.receivers.map((r) => spawnClient(r.role, { hosts, keysDirectory, ...r.options }));
       children.push(...receivers);
       await Promise.all(receivers.map((child) => child.waitFor("ready")));
-      const before = await snapshot(broker, receivers);
-      const publisher = spawnClient(plan.publisher.role, { host, keysDirectory, ...plan.publisher.options });
+      const before = await snapshot(brokers, receivers);
+      const publisher = spawnClient(plan.publisher.role, { hosts, keysDirectory, ...plan.publisher.options });
       children.push(publisher);
       const [published, ...received] = await Promise.all([
         publisher.waitJson<PublisherResult>("result"),
         ...receivers.map((child) => child.waitJson<ReceiverResult>("result")),
       ]);
-      const after = await snapshot(broker, []);
-      return summarize(published!, received as ReceiverResult[], before, after);
+      const after = await snapshot(brokers, []);
+      const summary = summarize(published!, received as ReceiverResult[], before, after);
+      if (brokers.length > 1) {
+        // The broker column sums every broker; the slaves' share is told apart here.
+        const slaves = after.brokers.slice(1).reduce((sum, cpu, i) => sum + cpuTotal(cpu) - cpuTotal(before.brokers[i + 1]!), 0);
+        summary.note = [summary.note, `broker cpu ${(cpuTotal(summary.cpu.broker) - slaves).toFixed(2)} master + ${slaves.toFixed(2)} slave`]
+          .filter(Boolean).join("; ");
+      }
+      return summary;
     })();
     const crashed = new Promise<never>((_, reject) => {
-      broker.child.exited.then((code) => {
-        if (!broker.stopping) {
-          reject(new Error(`the broker exited with code ${code}: ${broker.child.stderr.trim().slice(-300)}`));
-        }
-      });
+      for (const b of brokers) {
+        b.child.exited.then((code) => {
+          if (!b.stopping) {
+            const which = b === broker ? "the broker" : "a slave broker";
+            reject(new Error(`${which} exited with code ${code}: ${b.child.stderr.trim().slice(-300)}`));
+          }
+        });
+      }
     });
     result = await withTimeout(Promise.race([work, crashed]), timeoutMs, `timed out after ${timeoutMs / 1000} s`).catch(
       async (error) => {
@@ -361,7 +381,7 @@ async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
     return result;
   } finally {
     await Promise.all(children.map((child) => child.stop()));
-    await stopBroker(broker);
+    await Promise.all(brokers.map(stopBroker));
     // The store reports its commits when it closes; each commit is one fsync (durable scenarios).
     const closed = broker.child.lines.find((line) => line.includes("store closed"));
     const commits = Number(/commits=(\d+)/.exec(closed ?? "")?.[1] ?? NaN);
@@ -376,18 +396,23 @@ interface Snapshot {
   at: number;
   machine: number;
   self: Cpu;
+  /** Every broker together (master and slaves). */
   broker: Cpu;
+  /** Each broker, master first. */
+  brokers: Cpu[];
   receivers: Cpu[];
 }
 
-/** CPU counters at one moment: the machine, this process, the broker and the receivers. */
-async function snapshot(broker: Broker, receivers: Child[]): Promise<Snapshot> {
+/** CPU counters at one moment: the machine, this process, the brokers and the receivers. */
+async function snapshot(brokers: Broker[], receivers: Child[]): Promise<Snapshot> {
   const self = process.cpuUsage();
+  const each = await Promise.all(brokers.map((broker) => cpuTimes(broker.child.pid)));
   return {
     at: performance.now(),
     machine: await machineBusySeconds(),
     self: { user: self.user / 1e6, system: self.system / 1e6 },
-    broker: await cpuTimes(broker.child.pid),
+    broker: each.reduce((sum, cpu) => ({ user: sum.user + cpu.user, system: sum.system + cpu.system })),
+    brokers: each,
     receivers: await Promise.all(receivers.map((child) => cpuTimes(child.pid))),
   };
 }
@@ -460,12 +485,14 @@ function summarize(
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "b" | "c" | "d" | "e";
+  key: "a" | "b" | "c" | "d" | "e" | "f";
   title: string;
   detail: string;
   unit: string;
   plan(run: number): Plan;
   target: { label: string; check(median: Median): boolean };
+  /** Also show the median as a percentage of (a)'s, in the verdict line. */
+  versusA?: boolean;
 }
 
 type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
@@ -489,6 +516,27 @@ const SCENARIOS: Scenario[] = [
       },
     }),
     target: { label: "≥ 100,000 msgs/s", check: (m) => m.rate >= 100_000 },
+  },
+  {
+    key: "f",
+    title: "(f) work queue with 2 brokers (master + slave): 1 publisher with confirms → 1 consumer acking",
+    detail: `as (a), memory mode; both clients are given both hosts: every send goes to both brokers, ` +
+      `the master confirms and delivers, every ack is mirrored to the slave`,
+    unit: "msgs/s",
+    versusA: true,
+    plan: (run) => ({
+      slaves: 1,
+      receivers: [{
+        role: "consumer",
+        options: { channel: `bench/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
+      }],
+      publisher: {
+        role: "publisher",
+        options: { channel: `bench/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
+      },
+    }),
+    // No bar of its own: the figure is reported next to (a), as a ratio.
+    target: { label: "report, vs (a)", check: () => true },
   },
   {
     key: "b",
@@ -528,6 +576,7 @@ const SCENARIOS: Scenario[] = [
       label: "≥ 50% of (a)",
       check: (m) => MEDIAN_RATES.a !== undefined && m.rate >= MEDIAN_RATES.a / 2,
     },
+    versusA: true,
   },
   {
     key: "e",
@@ -642,6 +691,12 @@ function cpuLine(m: Median): string {
     `receivers ${per(m.cpu.receivers)}; ${busy.toFixed(2)} of ${navigator.hardwareConcurrency} cores busy`;
 }
 
+/** A median rate as a share of (a)'s median (measured earlier in the same run). */
+function versusA(rate: number): string {
+  const a = MEDIAN_RATES.a;
+  return a ? `${Math.round((rate / a) * 100)}% of (a)` : "(a) not run";
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((x, y) => x - y);
   const mid = sorted.length >> 1;
@@ -730,7 +785,7 @@ async function main(): Promise<number> {
       ? "MISS (no successful run)"
       : `${scenario.target.check(med) ? "PASS" : "MISS"} (median ${
         scenario.key === "c" ? `p99 ${ms(med.p99)} ms` : `${fmt(med.rate)} ${scenario.unit}`
-      })`;
+      }${scenario.versusA ? `, ${versusA(med.rate)}` : ""})`;
     const line = `${scenario.key}: target ${scenario.target.label}: ${verdict}`;
     console.log(`  ${line}\n`);
     verdicts.push(line);
@@ -738,6 +793,7 @@ async function main(): Promise<number> {
       title: scenario.title,
       target: scenario.target.label,
       pass: med !== null && scenario.target.check(med),
+      ...(scenario.versusA && med && MEDIAN_RATES.a ? { ratioToA: Math.round((med.rate / MEDIAN_RATES.a) * 1000) / 1000 } : {}),
       median: med,
       runs: runs.map(({ note: _, ...r }) => r),
       failedRuns: RUNS - runs.length,

@@ -21,7 +21,10 @@
 import { client } from "../mod.ts";
 
 interface Options {
-  host: string;
+  /** One broker (`host:port@serviceId`)… */
+  host?: string;
+  /** …or several (a master and its slaves): the client connects to all of them. */
+  hosts?: string[];
   keysDirectory: string;
   channel: string;
   clientId: string;
@@ -65,16 +68,26 @@ function fail(message: string): never {
 }
 
 async function connect(options: Options) {
+  const hosts = options.hosts ?? (options.host ? [options.host] : fail(`options need "host" or "hosts"`));
   const mq = client();
   let lastError = "";
   mq.on("error", (error: Error & { code?: string }) => {
     lastError = `${error.code ?? "ERROR"}: ${error.message}`;
     process.stderr.write(`bench_client ${options.clientId}: ${lastError}\n`);
   });
-  const timer = setTimeout(() => fail(`cannot connect to ${options.host} within 10 s ${lastError}`), 10_000);
+  const timer = setTimeout(() => fail(`cannot connect to ${hosts.join(", ")} within 10 s ${lastError}`), 10_000);
   // Keys live in the benchmark's temp folder (the parent removes it), never in the repository.
-  await mq.connect({ hosts: [options.host], clientId: options.clientId, keysDirectory: options.keysDirectory });
+  await mq.connect({ hosts, clientId: options.clientId, keysDirectory: options.keysDirectory });
   clearTimeout(timer);
+  if (hosts.length > 1) {
+    // connect() resolves with the first broker: wait for every one, so a run measures the
+    // cluster from its first message (sends made before a link opens are replayed on it).
+    const deadline = Date.now() + 10_000;
+    while (!mq.status().every((s) => s.connected)) {
+      if (Date.now() > deadline) fail(`not every host connected within 10 s: ${JSON.stringify(mq.status())}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
   return mq;
 }
 
