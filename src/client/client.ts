@@ -53,6 +53,9 @@ type Callback = (error: KittenError | null) => void;
 /** Encodes each SEND once; its bytes are then copied into every connection's batch. */
 const scratch = new FrameBatch(4096);
 
+/** How many confirmed sends the client keeps to bring a slave that was away up to date. */
+const CONFIRMED_WINDOW = 20_000;
+
 /** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
 const ACKED_WINDOW = 20_000;
 
@@ -79,6 +82,8 @@ export class Client extends EventEmitter {
   });
   /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
   readonly #acked = new Set<string>();
+  /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
+  readonly #confirmed = new Map<number, Uint8Array>();
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
   readonly #validChannels = new Set<string>();
   #idCounter = 0;
@@ -267,6 +272,9 @@ export class Client extends EventEmitter {
 
   #onOpen(connection: HostConnection): void {
     const first = this.#connections.filter((c) => c.isOpen).length === 1;
+    // An old master is told (FENCE) before anything is registered on it.
+    this.#masters.check(connection);
+    if (connection.role === "slave") this.#catchUp(connection);
     // Replay, in this order: registrations (with their current ids), requests, then sends.
     for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
     for (const [ref, request] of this.#requests) {
@@ -287,7 +295,6 @@ export class Client extends EventEmitter {
         pending.reject(error as KittenError);
       }
     }
-    this.#masters.check(connection);
     if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
@@ -347,8 +354,11 @@ export class Client extends EventEmitter {
    * error) does not say that the message will be delivered.
    */
   #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
-    if (this.#sends.has(ref) && (fromSlave || !this.#masters.isMaster(connection))) return;
-    const pending = this.#sends.get(ref) ?? this.#requests.get(ref);
+    const send = this.#sends.get(ref);
+    if (send && fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, ref);
+    if (send && (fromSlave || !this.#masters.isMaster(connection))) return;
+    if (send && !error) this.#rememberConfirmed(ref, send.frame);
+    const pending = send ?? this.#requests.get(ref);
     if (pending) {
       this.#sends.delete(ref);
       this.#requests.delete(ref);
@@ -436,6 +446,24 @@ export class Client extends EventEmitter {
   /** Where each host stands: connected or not, its role and epoch, and which one is master. */
   status(): HostStatus[] {
     return this.#masters.status();
+  }
+
+  /**
+   * A slave that was away missed what the master confirmed and acked meanwhile. It gets the sends
+   * confirmed after the last one it stored (from a bounded window), and the acks, again: without
+   * them a failover to it would lose those messages, or deliver acked ones again.
+   */
+  #catchUp(connection: HostConnection): void {
+    for (const [ref, frame] of this.#confirmed) if (ref > connection.storedUpTo) connection.sendFramed(frame);
+    for (const key of this.#acked) {
+      const [kind, queue, destination, messageId] = key.split("|") as [string, string, string, string];
+      connection.mirror(Number(kind) as 0 | 1, queue, destination, messageId);
+    }
+  }
+
+  #rememberConfirmed(ref: number, frame: Uint8Array): void {
+    this.#confirmed.set(ref, frame);
+    if (this.#confirmed.size > CONFIRMED_WINDOW) this.#confirmed.delete(this.#confirmed.keys().next().value!);
   }
 
   #rememberAcked(key: string): void {

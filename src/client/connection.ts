@@ -40,6 +40,8 @@ export class HostConnection {
   welcome: WelcomeInfo | null = null;
   /** Increments at every successful handshake: a delivery's done() is ignored after a reconnect. */
   generation = 0;
+  /** The highest send ref this broker confirmed storing as a slave (see Client #catchUp). */
+  storedUpTo = 0;
   #transport: Transport | null = null;
   #decoder: FrameDecoder;
   readonly #batch = new FrameBatch(16 * 1024);

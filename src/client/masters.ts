@@ -39,17 +39,23 @@ export class MasterTracker {
   /** Looks at a connection's role after its welcome or a ROLE change. */
   check(connection: HostConnection): void {
     const welcome = connection.welcome;
+    // A slave learns the highest epoch seen: promoted later, it must go above it.
+    if (welcome?.role === "slave" && this.#epoch > (welcome.epoch ?? 0)) this.#tellEpoch(connection);
     if (!welcome || welcome.role !== "master") return;
     const epoch = welcome.epoch ?? 0;
     if (epoch > this.#epoch) {
       this.#epoch = epoch;
       this.#label = connection.host.label;
       this.events.master(connection.host.label, epoch);
-      for (const other of this.connections()) if (other !== connection && other.role === "master") this.check(other);
+      for (const other of this.connections()) {
+        if (other === connection || !other.isOpen) continue;
+        if (other.role === "master") this.check(other);
+        else this.#tellEpoch(other);
+      }
       return;
     }
     if (epoch < this.#epoch) {
-      connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#label ?? "" }]);
+      this.#tellEpoch(connection);
       this.events.problem(
         new KittenError(
           "FENCED",
@@ -71,6 +77,11 @@ export class MasterTracker {
         ),
       );
     }
+  }
+
+  /** FENCE carries the highest epoch: an old master stops delivering, a slave remembers it. */
+  #tellEpoch(connection: HostConnection): void {
+    connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#label ?? "" }]);
   }
 
   status(): HostStatus[] {

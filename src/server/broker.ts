@@ -27,6 +27,9 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
+/** How many acks for messages not arrived yet a slave keeps (see #earlyAcks). */
+const EARLY_ACKS = 100_000;
+
 /** How soon a dead letter the store refused is written again. */
 const DEAD_LETTER_RETRY_MS = 500;
 
@@ -81,6 +84,13 @@ export class Broker {
   readonly dirty = new Set<Session>();
   /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
   epoch = 0;
+  /** The highest epoch clients reported while this broker was a slave. */
+  #seenEpoch = 0;
+  /**
+   * Acks clients copied here for messages this slave does not hold yet (still committing, or not
+   * arrived): applied when the message is accepted. Bounded, oldest forgotten first.
+   */
+  readonly #earlyAcks = new Map<string, [queue: string, group: string, destination: string][]>();
   /** Set when a client reported a newer master (see fence()). */
   fencedBy: { epoch: number; master: string } | null = null;
   /** Live messages by id, kept only on a slave: mirrored acks name messages by id. */
@@ -133,6 +143,12 @@ export class Broker {
    * without being demoted. It stops delivering (and says why) until an operator reloads it.
    */
   fence(epoch: number, master: string, clientId: string): void {
+    if (!this.config.isMaster) {
+      // A slave only remembers the highest epoch: promoted later, it goes above it.
+      if (epoch > this.#epochSeen()) this.store?.setMeta("seenEpoch", epoch);
+      this.#seenEpoch = Math.max(this.#seenEpoch, epoch);
+      return;
+    }
     if (epoch <= this.epoch || this.fencedBy !== null) return;
     this.fencedBy = { epoch, master };
     this.log.error(
@@ -140,7 +156,30 @@ export class Broker {
       `fenced: client "${clientId}" sees master "${master}" with epoch ${epoch}, newer than this broker's epoch ` +
         `${this.epoch}; deliveries stop until this broker is demoted (isMaster false) or promoted again`,
     );
+    this.#indexForMirroring();
     this.#announceRole();
+  }
+
+  #epochSeen(): number {
+    return Math.max(this.#seenEpoch, Number(this.store?.meta("seenEpoch") ?? 0) || 0);
+  }
+
+  /**
+   * Becoming a slave (demotion, fencing): index the messages held, so that the acks clients copy
+   * here find them, and stop dropping or expiring messages on this broker's own account.
+   */
+  #indexForMirroring(): void {
+    for (const queue of this.queues.values()) {
+      queue.mirroring = true;
+      for (const copy of queue.liveCopies()) {
+        const message = copy.message;
+        if (!message.copies) {
+          message.copies = [];
+          this.#slaveIndex.set(message.id, message);
+        }
+        message.copies.push(copy);
+      }
+    }
   }
 
   /** Tells every client the current role and epoch; a new master starts delivering. */
@@ -170,13 +209,16 @@ export class Broker {
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     if (promoted) {
       // A new epoch on every promotion, on disk before the first delivery as master.
-      this.epoch = this.#loadEpoch() + 1;
+      this.epoch = Math.max(this.#loadEpoch(), this.#epochSeen()) + 1;
       this.store?.setMeta("epoch", this.epoch);
       this.fencedBy = null;
       this.#slaveIndex.clear();
+      this.#earlyAcks.clear();
+      for (const queue of this.queues.values()) queue.mirroring = false;
       this.log.info("cluster", `promoted to master;epoch=${this.epoch};delivering every message not acked`);
     } else if (wasMaster && !config.isMaster) {
       this.log.info("cluster", `demoted to slave;epoch=${this.epoch}`);
+      this.#indexForMirroring();
     }
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
     if (promoted || wasMaster !== this.isMaster) this.#announceRole();
@@ -186,7 +228,14 @@ export class Broker {
   mirrorAck(queueName: string, groupKey: string, destination: string, messageId: string): void {
     if (this.isMaster) return; // the master settles its own deliveries by tag
     const message = this.#slaveIndex.get(messageId);
-    if (message && message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
+    if (message) {
+      if (message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
+      return;
+    }
+    const early = this.#earlyAcks.get(messageId);
+    if (early) early.push([queueName, groupKey, destination]);
+    else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
+    if (this.#earlyAcks.size > EARLY_ACKS) this.#earlyAcks.delete(this.#earlyAcks.keys().next().value!);
   }
 
   queue(name: string): Queue {
@@ -203,6 +252,7 @@ export class Broker {
           if (message.copies) this.#slaveIndex.delete(message.id);
         },
       });
+      queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
       this.queues.set(name, queue);
     }
     return queue;
@@ -257,6 +307,10 @@ export class Broker {
     this.stats.counters.received++;
     this.#indexOnSlave(message);
     queue.publish(message);
+    const early = this.#earlyAcks.get(message.id);
+    if (early === undefined || this.isMaster) return;
+    this.#earlyAcks.delete(message.id);
+    for (const [name, group, destination] of early) if (name === queue.name) queue.settleMirrored(message, group, destination);
   }
 
   #indexOnSlave(message: Message): void {

@@ -50,6 +50,11 @@ export class Queue {
   };
   /** Messages with at least one live copy. */
   live = 0;
+  /**
+   * Set on a slave: it keeps every message until the master's consumers ack it (or it is
+   * promoted). It drops nothing on its own account (overflow, ttl): the master still serves it.
+   */
+  mirroring = false;
   readonly #groups = new Map<string, Group>();
   /** Number of handlers registered per id (`*` included), across groups. */
   readonly #idHandlers = new Map<string, number>();
@@ -330,7 +335,7 @@ export class Queue {
 
   #expireWaiting(now: number): void {
     const ttl = this.settings.ttl;
-    if (ttl === null) return;
+    if (ttl === null || this.mirroring) return;
     for (const copy of this.#waiting.expire(now - ttl * 1000)) this.#kill(copy, "ttl");
   }
 
@@ -362,6 +367,7 @@ export class Queue {
       if (copy.group === null) copy.message.refs++;
       this.#waiting.add(copy);
     }
+    if (this.mirroring) return;
     for (const oldest of this.#waiting.overflow(this.settings.maxItemsInQueue)) this.#kill(oldest, "overflow");
   }
 
