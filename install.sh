@@ -1,0 +1,476 @@
+#!/usr/bin/env bash
+# Kitten-MQ installer: the broker as one executable, run by systemd as the kitten-mq user.
+#
+#   curl -fsSL https://github.com/kitten-mq/kitten-mq/releases/latest/download/install.sh | sudo bash
+#   curl -fsSL …/install.sh | sudo bash -s -- --version 0.1.0     # a given release
+#   sudo bash install.sh --binary ./kitten-mq                      # a local binary (offline hosts)
+#   sudo bash install.sh --uninstall                               # keeps /var/www/kitten-mq
+#   bash install.sh --prefix /tmp/root --binary dist/kitten-mq     # under a fake root (tests)
+#
+# What it does (again on every run; an upgrade keeps the config, keys and data):
+#   1. downloads kitten-mq-<os>-<arch> of the release and checks it against the release's SHA256SUMS
+#      (or takes --binary PATH), and runs `--version` on it;
+#   2. creates the kitten-mq system user and group (no login shell, no home);
+#   3. creates /var/www/kitten-mq (root:kitten-mq, 750), the default config (`kitten-mq init-conf`,
+#      only when missing) and the data, clients, keys and logs folders the config names;
+#   4. installs the binary as /var/www/kitten-mq/kitten-mq (0755) with /usr/local/bin/kitten-mq;
+#   5. installs /etc/systemd/system/kitten-mq.service, then daemon-reload + enable (+ restart when
+#      it was running).
+#
+# Environment: KITTEN_MQ_BINARY (as --binary), KITTEN_MQ_VERSION (as --version),
+# KITTEN_MQ_RELEASES (the releases URL; default below), KITTEN_MQ_TARGET (force an asset:
+# linux-x64, linux-x64-baseline, linux-arm64, darwin-arm64).
+set -Eeuo pipefail
+
+# The release this script belongs to (scripts/compile.ts checks it equals package.json "version").
+DEFAULT_VERSION="0.1.0"
+RELEASES_URL="${KITTEN_MQ_RELEASES:-https://github.com/kitten-mq/kitten-mq/releases}"
+
+SERVICE_USER="kitten-mq"
+APP_DIR="/var/www/kitten-mq"
+BIN_PATH="${APP_DIR}/kitten-mq"
+CONFIG_PATH="${APP_DIR}/kitten-mq.config.json"
+LINK_PATH="/usr/local/bin/kitten-mq"
+UNIT_PATH="/etc/systemd/system/kitten-mq.service"
+
+ROOT=""          # the fake root of --prefix ("" for a real install)
+PREFIXED=0
+WORK_DIR=""
+ASSET=""         # set by detect_asset
+
+say() { printf 'kitten-mq install: %s\n' "$*"; }
+warn() { printf 'kitten-mq install: warning: %s\n' "$*" >&2; }
+die() {
+  printf 'kitten-mq install: error: %s\n' "$*" >&2
+  exit 1
+}
+on_error() {
+  local code=$? line=$1 command=$2
+  printf 'kitten-mq install: error: "%s" failed (exit %s, install.sh line %s); nothing else was changed after it\n' \
+    "$command" "$code" "$line" >&2
+  exit "$code"
+}
+trap 'on_error "$LINENO" "$BASH_COMMAND"' ERR
+cleanup() { if [ -n "$WORK_DIR" ]; then rm -rf "$WORK_DIR"; fi; }
+trap cleanup EXIT
+
+usage() {
+  cat <<EOF
+Kitten-MQ installer (release ${DEFAULT_VERSION})
+
+Usage: install.sh [--version X.Y.Z|latest] [--binary PATH] [--prefix DIR]
+       install.sh --uninstall [--prefix DIR]
+
+  --version X.Y.Z  install that release (default ${DEFAULT_VERSION}; env KITTEN_MQ_VERSION)
+  --binary PATH    install this kitten-mq executable instead of downloading one (env KITTEN_MQ_BINARY)
+  --prefix DIR     install under DIR as a fake root: no user, no systemctl, no root needed
+  --uninstall      stop and remove the service, binary and symlink; keeps ${APP_DIR}
+  -h, --help       this help
+
+Downloads come from \${KITTEN_MQ_RELEASES:-https://github.com/kitten-mq/kitten-mq/releases}
+/download/v<version>/kitten-mq-<os>-<arch>, checked against the release's SHA256SUMS.
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+has() { command -v "$1" >/dev/null 2>&1; }
+
+# Is systemd the running service manager (and may we drive it)?
+use_systemd() { [ "$PREFIXED" -eq 0 ] && [ -d /run/systemd/system ] && has systemctl; }
+
+is_linux() { [ "$(uname -s)" = "Linux" ]; }
+
+download() { # URL FILE
+  local url=$1 out=$2
+  if has curl; then
+    curl -fsSL --retry 3 --connect-timeout 20 -o "$out" "$url"
+  elif has wget; then
+    wget -q -O "$out" "$url"
+  else
+    die "neither curl nor wget is installed: install one, or pass --binary PATH"
+  fi
+}
+
+sha256_of() { # FILE
+  if has sha256sum; then
+    sha256sum "$1" | awk '{print $1}'
+  elif has shasum; then
+    shasum -a 256 "$1" | awk '{print $1}'
+  elif has openssl; then
+    openssl dgst -sha256 -r "$1" | awk '{print $1}'
+  else
+    die "no SHA-256 tool (sha256sum, shasum or openssl): cannot verify the download"
+  fi
+}
+
+# Sets ASSET, the release asset for this host: kitten-mq-<os>-<arch>[-baseline].
+detect_asset() {
+  if [ -n "${KITTEN_MQ_TARGET:-}" ]; then
+    case "$KITTEN_MQ_TARGET" in
+      linux-x64 | linux-x64-baseline | linux-arm64 | darwin-arm64) ASSET="kitten-mq-${KITTEN_MQ_TARGET}"; return ;;
+      *) die "KITTEN_MQ_TARGET=$KITTEN_MQ_TARGET: expected linux-x64, linux-x64-baseline, linux-arm64 or darwin-arm64" ;;
+    esac
+  fi
+  local os arch
+  os=$(uname -s)
+  arch=$(uname -m)
+  case "$os" in
+    Linux) os=linux ;;
+    Darwin) os=darwin ;;
+    *) die "no release binary for $os: build one with 'bun scripts/compile.ts' and pass --binary PATH" ;;
+  esac
+  case "$arch" in
+    x86_64 | amd64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) die "no release binary for $os on $arch: build one with 'bun scripts/compile.ts' and pass --binary PATH" ;;
+  esac
+  if [ "$os" = darwin ] && [ "$arch" = x64 ]; then
+    # A shell running under Rosetta reports x86_64 on Apple silicon.
+    if [ "$(sysctl -n sysctl.proc_translated 2>/dev/null || echo 0)" = 1 ]; then
+      arch=arm64
+    else
+      die "no release binary for Intel Macs: build one with 'bun build --compile --target=bun-darwin-x64' and pass --binary PATH"
+    fi
+  fi
+  if [ "$os" = linux ]; then
+    if ls /lib/ld-musl-* >/dev/null 2>&1 && ! ls /lib64/ld-linux-* /lib/ld-linux-* >/dev/null 2>&1; then
+      die "this looks like a musl system (Alpine): the release binaries need glibc; pass --binary PATH with a musl build"
+    fi
+    # Bun's default x64 build needs AVX2; older CPUs get the baseline build.
+    if [ "$arch" = x64 ] && ! grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+      arch=x64-baseline
+    fi
+  fi
+  ASSET="kitten-mq-${os}-${arch}"
+}
+
+# Downloads the release binary as FILE and checks its SHA-256 against the release's SHA256SUMS.
+fetch_release() { # VERSION FILE
+  local version=$1 out=$2 asset base expected actual
+  detect_asset
+  asset=$ASSET
+  if [ "$version" = latest ]; then base="${RELEASES_URL%/}/latest/download"; else base="${RELEASES_URL%/}/download/v${version}"; fi
+  say "downloading ${base}/${asset}"
+  download "${base}/${asset}" "$out" ||
+    die "cannot download ${base}/${asset}: check the version (${version}) and your network, or pass --binary PATH"
+  download "${base}/SHA256SUMS" "${WORK_DIR}/SHA256SUMS" ||
+    die "cannot download ${base}/SHA256SUMS: refusing to install a binary that cannot be verified"
+  expected=$(awk -v name="$asset" '$2 == name || $2 == "*" name { print tolower($1); exit }' "${WORK_DIR}/SHA256SUMS")
+  [ -n "$expected" ] || die "SHA256SUMS of the release has no line for ${asset}: refusing to install it"
+  actual=$(sha256_of "$out" | tr 'A-F' 'a-f')
+  if [ "$actual" != "$expected" ]; then
+    die "checksum mismatch for ${asset}: SHA256SUMS says ${expected}, the download is ${actual}; refusing to install it (a damaged or tampered download)"
+  fi
+  say "checksum OK (sha256 ${actual} in SHA256SUMS)"
+}
+
+# The value of a top-level string key in the config (JSON written one key per line by init-conf).
+config_string() { # KEY DEFAULT
+  local value
+  value=$(sed -n "s/^  \"$1\": *\"\\([^\"]*\\)\".*/\\1/p" "${ROOT}${CONFIG_PATH}" | head -n 1)
+  printf '%s\n' "${value:-$2}"
+}
+
+nologin_shell() {
+  local shell
+  for shell in /usr/sbin/nologin /sbin/nologin /usr/bin/false /bin/false; do
+    if [ -x "$shell" ]; then printf '%s\n' "$shell"; return; fi
+  done
+  printf '/bin/false\n'
+}
+
+ensure_user() {
+  if ! is_linux; then
+    warn "not Linux: no ${SERVICE_USER} user is created and no service is installed; files stay owned by root"
+    return
+  fi
+  if getent group "$SERVICE_USER" >/dev/null 2>&1; then
+    say "group ${SERVICE_USER} exists"
+  else
+    has groupadd || die "groupadd not found: create the system group ${SERVICE_USER} yourself, then run this again"
+    groupadd --system "$SERVICE_USER" || die "cannot create the group ${SERVICE_USER}"
+    say "created the system group ${SERVICE_USER}"
+  fi
+  if id -u "$SERVICE_USER" >/dev/null 2>&1; then
+    say "user ${SERVICE_USER} exists"
+  else
+    has useradd || die "useradd not found: create the system user ${SERVICE_USER} yourself, then run this again"
+    useradd --system --gid "$SERVICE_USER" --no-create-home --home-dir /nonexistent \
+      --shell "$(nologin_shell)" --comment "Kitten-MQ broker" "$SERVICE_USER" ||
+      die "cannot create the user ${SERVICE_USER}"
+    say "created the system user ${SERVICE_USER} (no login shell, no home)"
+  fi
+}
+
+# chown unless under --prefix or without the service user.
+owner() { # OWNER:GROUP PATH
+  if [ "$PREFIXED" -eq 0 ] && is_linux; then chown "$1" "$2"; fi
+}
+
+# ", OWNER:GROUP" for messages, when owner() applies it.
+owned() { if [ "$PREFIXED" -eq 0 ] && is_linux; then printf ', %s' "$1"; fi; }
+
+write_unit() { # FILE
+  cat >"$1" <<'UNIT'
+# Kitten-MQ broker, installed by install.sh. Local changes: `sudo systemctl edit kitten-mq`
+# (a drop-in survives upgrades; this file is rewritten by every install).
+#   systemctl reload kitten-mq        SIGUSR2: re-read the config (a bad file changes nothing)
+#   systemctl stop kitten-mq          SIGTERM: soft stop, in-flight deliveries get up to 5 s
+#   systemctl kill -s SIGUSR1 kitten-mq   soft stop with up to 30 s (stays stopped)
+[Unit]
+Description=Kitten-MQ message broker
+Documentation=https://github.com/kitten-mq/kitten-mq#readme
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+User=kitten-mq
+Group=kitten-mq
+WorkingDirectory=/var/www/kitten-mq
+ExecStart=/var/www/kitten-mq/kitten-mq start --config /var/www/kitten-mq/kitten-mq.config.json
+ExecReload=/bin/kill -USR2 $MAINPID
+KillSignal=SIGTERM
+TimeoutStopSec=40
+Restart=on-failure
+RestartSec=2
+# Keep freed memory instead of returning it page by page (README, Performance).
+Environment=MIMALLOC_PURGE_DELAY=-1
+LimitNOFILE=65536
+UMask=0027
+
+# Hardening. The default ports (1234, 8080) need no capability. No MemoryDenyWriteExecute:
+# the JavaScript JIT writes code. Data written outside /var/www/kitten-mq needs ReadWritePaths.
+NoNewPrivileges=yes
+CapabilityBoundingSet=
+AmbientCapabilities=
+ProtectSystem=strict
+ReadWritePaths=/var/www/kitten-mq
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictSUIDSGID=yes
+RestrictRealtime=yes
+RestrictNamespaces=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+LockPersonality=yes
+SystemCallArchitectures=native
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+}
+
+# ---------------------------------------------------------------------------------------------
+# Install
+
+install_binary() { # SOURCE
+  local from=$1 staged="${ROOT}${APP_DIR}/.kitten-mq.new"
+  # Copy then rename: a running broker keeps its old file until it restarts.
+  cp "$from" "$staged" || die "cannot copy ${from} to ${ROOT}${APP_DIR}"
+  chmod 0755 "$staged"
+  owner root:root "$staged"
+  mv -f "$staged" "${ROOT}${BIN_PATH}" || die "cannot install the binary as ${ROOT}${BIN_PATH}"
+  say "installed ${ROOT}${BIN_PATH}"
+}
+
+ensure_dirs() {
+  local key default dir path
+  for key in dataDirectory:kitten-mq-data registeredClientsPath:clients keysDirectory:keys logsDirectory:logs; do
+    default=${key#*:}
+    key=${key%%:*}
+    dir=$(config_string "$key" "$default")
+    case "$dir" in
+      /*)
+        warn "${key} is ${dir}, outside ${APP_DIR}: create it owned by ${SERVICE_USER} and add it to ReadWritePaths= (systemctl edit kitten-mq)"
+        continue
+        ;;
+    esac
+    path="${ROOT}${APP_DIR}/${dir}"
+    if [ -d "$path" ]; then
+      say "keeping ${path} (${key})"
+    else
+      mkdir -p "$path" || die "cannot create ${path}"
+      chmod 0750 "$path"
+      owner "${SERVICE_USER}:${SERVICE_USER}" "$path"
+      say "created ${path} (${key}; 750$(owned "${SERVICE_USER}:${SERVICE_USER}"))"
+    fi
+  done
+}
+
+do_install() { # VERSION BINARY
+  local version=$1 binary=$2 staged reported was_active=0
+  if [ "$PREFIXED" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
+    die "run this as root (curl -fsSL …/install.sh | sudo bash), or use --prefix DIR for a fake root"
+  fi
+  WORK_DIR=$(mktemp -d "${TMPDIR:-/tmp}/kitten-mq-install.XXXXXX")
+
+  # The binary is staged in WORK_DIR, and must run here (right architecture, not damaged)
+  # before anything is changed.
+  staged="${WORK_DIR}/kitten-mq"
+  if [ -n "$binary" ]; then
+    [ -e "$binary" ] || die "--binary ${binary}: no such file"
+    [ -f "$binary" ] || die "--binary ${binary}: not a regular file"
+    cp "$binary" "$staged" || die "cannot read --binary ${binary}"
+    say "using the local binary ${binary}"
+  else
+    fetch_release "$version" "$staged"
+  fi
+  # An ELF or Mach-O file, never anything bash would run as a script.
+  case "$(head -c 4 "$staged" | od -An -tx1 | tr -d ' \n')" in
+    7f454c46 | cffaedfe | cefaedfe) ;;
+    *) die "${binary:-the download} is not an executable (ELF or Mach-O): expected a kitten-mq binary" ;;
+  esac
+  chmod 0755 "$staged"
+  reported=$("$staged" --version </dev/null 2>&1) || true
+  case "$reported" in
+    "kitten-mq "*) say "binary: ${reported}" ;;
+    *) die "${binary:-the download} is not a kitten-mq binary that runs on this host ($(uname -s) $(uname -m)); its --version printed: ${reported:-nothing}" ;;
+  esac
+  if [ -z "$binary" ] && [ "$version" != latest ] && [[ "$reported" != "kitten-mq ${version} "* ]]; then
+    die "the release v${version} binary reports '${reported}': refusing to install it"
+  fi
+
+  if [ "$PREFIXED" -eq 1 ]; then
+    say "installing under ${ROOT} (fake root: no user, no systemctl)"
+  else
+    ensure_user
+  fi
+
+  mkdir -p "${ROOT}${APP_DIR}" || die "cannot create ${ROOT}${APP_DIR}"
+  chmod 0750 "${ROOT}${APP_DIR}"
+  owner "root:${SERVICE_USER}" "${ROOT}${APP_DIR}"
+  say "directory ${ROOT}${APP_DIR} (750$(owned "root:${SERVICE_USER}"))"
+
+  if use_systemd && systemctl is-active --quiet kitten-mq.service; then was_active=1; fi
+  install_binary "$staged"
+
+  if [ -e "${ROOT}${CONFIG_PATH}" ]; then
+    say "keeping the config ${ROOT}${CONFIG_PATH}"
+  else
+    "${ROOT}${BIN_PATH}" init-conf "${ROOT}${CONFIG_PATH}" </dev/null >/dev/null ||
+      die "'kitten-mq init-conf ${ROOT}${CONFIG_PATH}' failed"
+    chmod 0640 "${ROOT}${CONFIG_PATH}"
+    owner "root:${SERVICE_USER}" "${ROOT}${CONFIG_PATH}"
+    say "wrote the default config ${ROOT}${CONFIG_PATH} (kitten-mq init-conf; 640$(owned "root:${SERVICE_USER}"))"
+  fi
+  ensure_dirs
+
+  mkdir -p "${ROOT}$(dirname "$LINK_PATH")"
+  if [ -e "${ROOT}${LINK_PATH}" ] && [ ! -L "${ROOT}${LINK_PATH}" ]; then
+    warn "replacing the file ${ROOT}${LINK_PATH} with a symlink"
+  fi
+  ln -sfn "$BIN_PATH" "${ROOT}${LINK_PATH}" || die "cannot create the symlink ${ROOT}${LINK_PATH}"
+  say "linked ${ROOT}${LINK_PATH} -> ${BIN_PATH}"
+
+  if [ "$PREFIXED" -eq 1 ] || is_linux; then
+    mkdir -p "${ROOT}$(dirname "$UNIT_PATH")"
+    write_unit "${WORK_DIR}/kitten-mq.service"
+    if [ -f "${ROOT}${UNIT_PATH}" ] && cmp -s "${WORK_DIR}/kitten-mq.service" "${ROOT}${UNIT_PATH}"; then
+      say "systemd unit ${ROOT}${UNIT_PATH} is up to date"
+    else
+      install -m 0644 "${WORK_DIR}/kitten-mq.service" "${ROOT}${UNIT_PATH}" || die "cannot write ${ROOT}${UNIT_PATH}"
+      say "installed the systemd unit ${ROOT}${UNIT_PATH}"
+    fi
+  fi
+
+  if use_systemd; then
+    systemctl daemon-reload || die "systemctl daemon-reload failed"
+    systemctl enable kitten-mq.service >/dev/null 2>&1 || die "systemctl enable kitten-mq failed"
+    say "enabled kitten-mq.service (starts at boot)"
+    if [ "$was_active" -eq 1 ]; then
+      systemctl restart kitten-mq.service || die "systemctl restart kitten-mq failed: see journalctl -u kitten-mq"
+      say "restarted kitten-mq.service on the new binary (upgrade)"
+    else
+      say "start it with: sudo systemctl start kitten-mq   (logs: journalctl -u kitten-mq -f)"
+    fi
+  elif [ "$PREFIXED" -eq 0 ] && is_linux; then
+    warn "systemd is not running here: the unit is installed but not enabled; start the broker with:"
+    warn "  sudo -u ${SERVICE_USER} ${BIN_PATH} start --config ${CONFIG_PATH}"
+  elif [ "$PREFIXED" -eq 0 ]; then
+    say "start it with: ${LINK_PATH} start --config ${CONFIG_PATH}"
+  fi
+  say "done: edit ${CONFIG_PATH}, then 'sudo systemctl reload kitten-mq'; 'sudo kitten-mq status -c ${CONFIG_PATH}' shows it"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Uninstall
+
+do_uninstall() {
+  if [ "$PREFIXED" -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
+    die "run this as root (sudo bash install.sh --uninstall), or use --prefix DIR"
+  fi
+  if use_systemd; then
+    if systemctl is-active --quiet kitten-mq.service; then
+      systemctl stop kitten-mq.service || die "systemctl stop kitten-mq failed"
+      say "stopped kitten-mq.service"
+    fi
+    if systemctl is-enabled --quiet kitten-mq.service 2>/dev/null; then
+      systemctl disable kitten-mq.service >/dev/null 2>&1 || die "systemctl disable kitten-mq failed"
+      say "disabled kitten-mq.service"
+    fi
+  fi
+  if [ -e "${ROOT}${UNIT_PATH}" ]; then
+    rm -f "${ROOT}${UNIT_PATH}"
+    say "removed ${ROOT}${UNIT_PATH}"
+    if use_systemd; then systemctl daemon-reload || die "systemctl daemon-reload failed"; fi
+  fi
+  if [ -L "${ROOT}${LINK_PATH}" ]; then
+    rm -f "${ROOT}${LINK_PATH}"
+    say "removed ${ROOT}${LINK_PATH}"
+  fi
+  if [ -e "${ROOT}${BIN_PATH}" ]; then
+    rm -f "${ROOT}${BIN_PATH}"
+    say "removed ${ROOT}${BIN_PATH}"
+  fi
+  if [ -d "${ROOT}${APP_DIR}" ]; then
+    say "kept ${ROOT}${APP_DIR} (config, keys, data) and the ${SERVICE_USER} user; to remove them too:"
+    say "  sudo rm -rf ${APP_DIR} && sudo userdel ${SERVICE_USER}"
+  fi
+  say "uninstalled"
+}
+
+# ---------------------------------------------------------------------------------------------
+
+main() {
+  local version="${KITTEN_MQ_VERSION:-$DEFAULT_VERSION}" binary="${KITTEN_MQ_BINARY:-}" prefix="" uninstall=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --version) [ $# -ge 2 ] || die "--version needs a value (X.Y.Z or latest)"; version=$2; shift 2 ;;
+      --version=*) version=${1#*=}; shift ;;
+      --binary) [ $# -ge 2 ] || die "--binary needs a path"; binary=$2; shift 2 ;;
+      --binary=*) binary=${1#*=}; shift ;;
+      --prefix) [ $# -ge 2 ] || die "--prefix needs a directory"; prefix=$2; shift 2 ;;
+      --prefix=*) prefix=${1#*=}; shift ;;
+      --uninstall) uninstall=1; shift ;;
+      -h | --help) usage; exit 0 ;;
+      *) usage >&2; die "unknown argument: $1" ;;
+    esac
+  done
+  version=${version#v}
+  if [ "$version" != latest ] && ! printf '%s' "$version" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.-]+)?$'; then
+    die "--version ${version}: expected X.Y.Z (or latest)"
+  fi
+  if [ -n "$prefix" ]; then
+    mkdir -p "$prefix" || die "cannot create the prefix ${prefix}"
+    ROOT=$(cd "$prefix" && pwd -P)
+    ROOT=${ROOT%/}
+    PREFIXED=1
+  fi
+  if [ "$uninstall" -eq 1 ]; then
+    do_uninstall
+  else
+    do_install "$version" "$binary"
+  fi
+}
+
+# Last line: a truncated download (curl | bash) runs nothing.
+main "$@"
