@@ -1,6 +1,7 @@
 /**
- * One temporary folder per test process for client key pairs, removed when the process exits,
- * so no test writes keys into the repository.
+ * One temporary folder per test process for client key pairs, so no test writes keys into the
+ * repository. tests/helpers/setup.ts removes it after the run (bun test skips exit handlers;
+ * the exit handler below covers scripts that import it).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
