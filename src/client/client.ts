@@ -15,6 +15,7 @@ import {
   KittenError,
   OP,
   parseChannel,
+  RecentMap,
   writeSend,
 } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
@@ -81,9 +82,9 @@ export class Client extends EventEmitter {
     problem: (error) => this.#report(error),
   });
   /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
-  readonly #acked = new Set<string>();
+  readonly #acked = new RecentMap<string, true>(ACKED_WINDOW);
   /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
-  readonly #confirmed = new Map<number, Uint8Array>();
+  readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
   readonly #validChannels = new Set<string>();
   #idCounter = 0;
@@ -357,7 +358,7 @@ export class Client extends EventEmitter {
     const send = this.#sends.get(ref);
     if (send && fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, ref);
     if (send && (fromSlave || !this.#masters.isMaster(connection))) return;
-    if (send && !error) this.#rememberConfirmed(ref, send.frame);
+    if (send && !error && this.#connections.length > 1) this.#rememberConfirmed(ref, send.frame);
     const pending = send ?? this.#requests.get(ref);
     if (pending) {
       this.#sends.delete(ref);
@@ -378,16 +379,19 @@ export class Client extends EventEmitter {
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
     if (!this.#masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
     const generation = connection.generation;
+    // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
+    // an acked message again); a lone broker needs neither, and saves their cost per message.
+    const clustered = this.#connections.length > 1;
     const kind = subscription.kind === "consume" ? 1 : 0;
-    const queue = `${subscription.endpoint}/${subscription.version}`;
-    const key = `${kind}|${queue}|${destination}|${messageId}`;
+    const queue = clustered ? `${subscription.endpoint}/${subscription.version}` : "";
+    const key = clustered ? `${kind}|${queue}|${destination}|${messageId}` : "";
     const ack = () => {
       connection.ack(sub, tag);
-      // Every other broker (a slave) drops its copy too.
+      if (!clustered) return;
       for (const other of this.#connections) if (other !== connection) other.mirror(kind, queue, destination, messageId);
       this.#rememberAcked(key);
     };
-    if (this.#acked.has(key)) return ack(); // acked before (resent after a failover): settle it again, once
+    if (clustered && this.#acked.has(key)) return ack(); // acked before (resent after a failover): settle it again, once
     const nack = (delay: number) => {
       if (connection.generation === generation) connection.send([OP.NACK, sub, tag, delay]);
     };
@@ -454,8 +458,8 @@ export class Client extends EventEmitter {
    * them a failover to it would lose those messages, or deliver acked ones again.
    */
   #catchUp(connection: HostConnection): void {
-    for (const [ref, frame] of this.#confirmed) if (ref > connection.storedUpTo) connection.sendFramed(frame);
-    for (const key of this.#acked) {
+    for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
+    for (const key of this.#acked.keys()) {
       const [kind, queue, destination, messageId] = key.split("|") as [string, string, string, string];
       connection.mirror(Number(kind) as 0 | 1, queue, destination, messageId);
     }
@@ -463,12 +467,10 @@ export class Client extends EventEmitter {
 
   #rememberConfirmed(ref: number, frame: Uint8Array): void {
     this.#confirmed.set(ref, frame);
-    if (this.#confirmed.size > CONFIRMED_WINDOW) this.#confirmed.delete(this.#confirmed.keys().next().value!);
   }
 
   #rememberAcked(key: string): void {
-    this.#acked.add(key);
-    if (this.#acked.size > ACKED_WINDOW) this.#acked.delete(this.#acked.values().next().value!);
+    this.#acked.set(key, true);
   }
 
   #report(error: Error): void {

@@ -10,3 +10,4 @@ export * from "./ops.ts";
 export * from "./channel.ts";
 export { decode, encode } from "./cbor.ts";
 export * from "./hot_ops.ts";
+export { RecentMap } from "./recent.ts";

@@ -3,7 +3,7 @@
  * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
-import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
+import { KittenError, parseChannel, queueName, RecentMap } from "../protocol/mod.ts";
 import { channelSettings, type Config } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
@@ -90,7 +90,7 @@ export class Broker {
    * Acks clients copied here for messages this slave does not hold yet (still committing, or not
    * arrived): applied when the message is accepted. Bounded, oldest forgotten first.
    */
-  readonly #earlyAcks = new Map<string, [queue: string, group: string, destination: string][]>();
+  readonly #earlyAcks = new RecentMap<string, [queue: string, group: string, destination: string][]>(EARLY_ACKS);
   /** Set when a client reported a newer master (see fence()). */
   fencedBy: { epoch: number; master: string } | null = null;
   /** Live messages by id, kept only on a slave: mirrored acks name messages by id. */
@@ -235,7 +235,6 @@ export class Broker {
     const early = this.#earlyAcks.get(messageId);
     if (early) early.push([queueName, groupKey, destination]);
     else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
-    if (this.#earlyAcks.size > EARLY_ACKS) this.#earlyAcks.delete(this.#earlyAcks.keys().next().value!);
   }
 
   queue(name: string): Queue {

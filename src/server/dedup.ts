@@ -12,6 +12,8 @@
  * (refused sends leave gaps), the oldest gaps are treated as seen; and at most `MAX_SENDERS`
  * prefixes and `MAX_OTHER_IDS` other ids are remembered.
  */
+import { RecentMap } from "../protocol/recent.ts";
+
 const MAX_GAPS = 4096;
 const MAX_SENDERS = 10_000;
 const MAX_OTHER_IDS = 200_000;
@@ -26,8 +28,8 @@ interface Sender {
 }
 
 export class RecentIds {
-  readonly #senders = new Map<string, Sender>();
-  readonly #others = new Map<string, true>();
+  readonly #senders = new RecentMap<string, Sender>(MAX_SENDERS);
+  readonly #others = new RecentMap<string, true>(MAX_OTHER_IDS);
   /** The sender of the previous id: consecutive ids nearly always share it, saving a lookup. */
   #lastPrefix = "";
   #lastSender: Sender | null = null;
@@ -46,7 +48,6 @@ export class RecentIds {
     const counter = counterOf(id, dot);
     if (counter < 0) {
       this.#others.set(id, true);
-      if (this.#others.size > MAX_OTHER_IDS) this.#others.delete(this.#others.keys().next().value!);
       return;
     }
     const sender = this.#sender(id, dot, true)!;
@@ -68,12 +69,7 @@ export class RecentIds {
     if (!sender) {
       if (!create) return null;
       sender = { low: UNSET, above: new Set() };
-      this.#senders.set(prefix, sender);
-      if (this.#senders.size > MAX_SENDERS) {
-        const oldest = this.#senders.keys().next().value!;
-        this.#senders.delete(oldest);
-        if (oldest === this.#lastPrefix) this.#lastSender = null;
-      }
+      this.#senders.set(prefix, sender); // past MAX_SENDERS, the oldest sender is forgotten
     }
     this.#lastPrefix = prefix;
     this.#lastSender = sender;
