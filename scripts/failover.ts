@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { freePort } from "../tests/helpers/broker.ts";
-import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "../tests/helpers/crash.ts";
+import { type ChildBroker, kill9, spawnBroker, tally, writeBrokerConfig } from "../tests/helpers/crash.ts";
 import { testKeysDirectory } from "../tests/helpers/keys.ts";
 import { mulberry32 } from "../tests/helpers/random.ts";
 
@@ -202,19 +202,7 @@ async function main(): Promise<number> {
   await waitUntil(() => [...confirmed].every((n) => received.has(n)), 30_000, "every confirmed message delivered").catch(
     (error) => console.log(`warning: ${(error as Error).message}`),
   );
-  // Quiet period: redeliveries (duplicates) still on their way are counted.
-  let last = -1;
-  let total = 0;
-  while (total !== last) {
-    last = total;
-    await Bun.sleep(500);
-    total = [...received.values()].reduce((a, b) => a + b, 0);
-  }
-
-  const lost = [...confirmed].filter((n) => !received.has(n)).sort((a, b) => a - b);
-  let duplicates = 0;
-  for (const times of received.values()) duplicates += times - 1;
-  const unconfirmedDelivered = [...received.keys()].filter((n) => !confirmed.has(n)).length;
+  const { lost, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 500);
   const clusterLines = nodes.flatMap((node) =>
     (node.child?.output() ?? "").split("\n").filter((line) => /fenced|two masters|promoted|demoted/i.test(line))
   );

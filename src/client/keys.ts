@@ -4,7 +4,7 @@
  * A client authenticates with an Ed25519 key pair instead of a password: `<name>.pem` (PKCS#8,
  * private, mode 0600) and `<name>.pub` (SPKI, public, what the broker pins). Both are created with
  * WebCrypto (through jose) on first use, so no openssl is needed. Runtime-neutral (Bun, Deno,
- * Node): only `node:fs/promises`, `node:path` and jose over WebCrypto; never `Bun.*`. Key types
+ * Node): only `node:fs/promises`, `node:path` and jose over WebCrypto; never the `Bun` global. Key types
  * are jose's `CryptoKey`, which is each runtime's own WebCrypto type (Deno's differs from Bun's).
  */
 import { link, mkdir, open, readFile, unlink } from "node:fs/promises";

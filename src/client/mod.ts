@@ -1,7 +1,7 @@
 /**
  * @module
  * The client library. Runtime-neutral: it imports only `../protocol` and `node:*` modules that
- * Bun, Deno and Node all provide; never `Bun.*` or the server.
+ * Bun, Deno and Node all provide; never the `Bun` global or the server.
  */
 export { Client, client } from "./client.ts";
 export type { ClientOptions, Host } from "./options.ts";

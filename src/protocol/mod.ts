@@ -1,7 +1,7 @@
 /**
  * @module
  * The wire protocol shared by the client and the broker: frames, operations, channel names and
- * the error catalogue. Pure code: no `Bun.*`, `Deno.*`, `node:*`, timers or I/O, so it runs
+ * the error catalogue. Pure code: no `Bun` or `Deno` globals, no `node:*`, timers or I/O, so it runs
  * everywhere the client does.
  */
 export * from "./errors.ts";

@@ -221,18 +221,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
       await consume().ready;
     }
     await waitUntil(() => [...confirmed].every((n) => received.has(n)), 20_000, "every confirmed message delivered").catch(() => {});
-    // Quiet period: redeliveries (duplicates) still on their way are counted.
-    let last = -1;
-    let total = 0;
-    while (total !== last) {
-      last = total;
-      await Bun.sleep(300);
-      total = [...received.values()].reduce((a, b) => a + b, 0);
-    }
-    const lostList = [...confirmed].filter((n) => !received.has(n)).sort((a, b) => a - b);
-    let duplicates = 0;
-    for (const count of received.values()) duplicates += count - 1;
-    const unconfirmedDelivered = [...received.keys()].filter((n) => !confirmed.has(n)).length;
+    const { lost: lostList, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 300);
     await publisher.disconnect();
     await consumer.disconnect();
     // A soft stop (SIGTERM) of the last broker must exit 0.
@@ -267,4 +256,28 @@ async function waitUntil(predicate: () => boolean, timeoutMs: number, what: stri
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
     await Bun.sleep(5);
   }
+}
+
+/**
+ * Waits until no delivery has arrived for `quietMs` (redeliveries still on their way are counted
+ * as duplicates), then compares: confirmed messages never delivered (lost), extra deliveries
+ * (duplicates), and deliveries of messages never confirmed.
+ */
+export async function tally(
+  confirmed: Set<number>,
+  received: Map<number, number>,
+  quietMs: number,
+): Promise<{ lost: number[]; duplicates: number; unconfirmedDelivered: number }> {
+  let last = -1;
+  let total = 0;
+  while (total !== last) {
+    last = total;
+    await Bun.sleep(quietMs);
+    total = [...received.values()].reduce((a, b) => a + b, 0);
+  }
+  const lost = [...confirmed].filter((n) => !received.has(n)).sort((a, b) => a - b);
+  let duplicates = 0;
+  for (const times of received.values()) duplicates += times - 1;
+  const unconfirmedDelivered = [...received.keys()].filter((n) => !confirmed.has(n)).length;
+  return { lost, duplicates, unconfirmedDelivered };
 }
