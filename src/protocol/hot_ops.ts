@@ -43,3 +43,14 @@ export function writeDeliver(
   batch.uint(created);
   batch.endFrame();
 }
+
+/** Writes `[OK, [ref, …]]`, or `[OK, [ref, …], "slave"]` from a slave, as one frame. */
+export function writeOk(batch: FrameBatch, refs: readonly number[], slave: boolean): void {
+  batch.beginFrame();
+  batch.arrayHeader(slave ? 3 : 2);
+  batch.uint(OP.OK);
+  batch.arrayHeader(refs.length);
+  for (const ref of refs) batch.uint(ref);
+  if (slave) batch.text("slave");
+  batch.endFrame();
+}

@@ -306,8 +306,9 @@ export class Broker {
     this.stats.counters.received++;
     this.#indexOnSlave(message);
     queue.publish(message);
+    if (this.isMaster || this.#earlyAcks.size === 0) return;
     const early = this.#earlyAcks.get(message.id);
-    if (early === undefined || this.isMaster) return;
+    if (early === undefined) return;
     this.#earlyAcks.delete(message.id);
     for (const [name, group, destination] of early) if (name === queue.name) queue.settleMirrored(message, group, destination);
   }

@@ -254,19 +254,21 @@ export class Queue {
    */
   #nextHandler(pool: Pool): Handler | null {
     const group = pool.group;
+    const own = group.handlers.get(pool.destination);
+    const star = pool.destination === "*" ? undefined : group.handlers.get("*");
+    // The usual case, one handler on the id and none on `*`: no round-robin to compute.
+    if (own?.length === 1 && star === undefined) return own[0]!.canTake() ? own[0]! : null;
     let after: Handler | null = null;
     let first: Handler | null = null;
-    const scan = (list: Handler[] | undefined) => {
-      if (!list) return;
+    for (const list of [own, star]) {
+      if (!list) continue;
       for (const handler of list) {
         if (!handler.canTake()) continue;
         if (handler.seq > group.cursor) {
           if (!after || handler.seq < after.seq) after = handler;
         } else if (!first || handler.seq < first.seq) first = handler;
       }
-    };
-    scan(group.handlers.get(pool.destination));
-    if (pool.destination !== "*") scan(group.handlers.get("*"));
+    }
     return after ?? first;
   }
 

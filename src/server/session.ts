@@ -28,6 +28,7 @@ import {
   opOf,
   refOf,
   writeDeliver,
+  writeOk,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
@@ -403,7 +404,7 @@ export class Session implements DeliverySink {
   flush(): void {
     if (this.#okRefs.length > 0) {
       // A slave's confirmation says "stored as slave": only the master's settles a send.
-      this.#batch.push(encode(this.#broker.isMaster ? [OP.OK, this.#okRefs] : [OP.OK, this.#okRefs, "slave"]));
+      writeOk(this.#batch, this.#okRefs, !this.#broker.isMaster);
       this.#okRefs = [];
     }
     if (this.#batch.byteLength === 0) return;
