@@ -380,27 +380,16 @@ export class Client extends EventEmitter {
     if (!this.#masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
     const generation = connection.generation;
     // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
-    // an acked message again); a lone broker needs neither, and saves their cost per message.
-    const clustered = this.#connections.length > 1;
-    const kind = subscription.kind === "consume" ? 1 : 0;
-    const queue = clustered ? `${subscription.endpoint}/${subscription.version}` : "";
-    const key = clustered ? `${kind}|${queue}|${destination}|${messageId}` : "";
-    const ack = () => {
-      connection.ack(sub, tag);
-      if (!clustered) return;
-      for (const other of this.#connections) if (other !== connection) other.mirror(kind, queue, destination, messageId);
-      this.#rememberAcked(key);
-    };
-    if (clustered && this.#acked.has(key)) return ack(); // acked before (resent after a failover): settle it again, once
-    const nack = (delay: number) => {
-      if (connection.generation === generation) connection.send([OP.NACK, sub, tag, delay]);
-    };
+    // an acked message again): acked before means settle it again, once, without the handler.
+    if (this.#connections.length > 1 && this.#acked.has(ackKey(subscription, destination, messageId))) {
+      return this.#ack(connection, subscription, tag, destination, messageId);
+    }
     let message: unknown;
     try {
       message = decode(body);
     } catch (error) {
       this.#report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
-      return nack(0);
+      return connection.send([OP.NACK, sub, tag, 0]);
     }
     const info: DeliveryInfo = {
       messageId,
@@ -414,8 +403,8 @@ export class Client extends EventEmitter {
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
-      if (ok === false) nack(Math.min(MAX_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0)));
-      else ack();
+      if (ok !== false) return this.#ack(connection, subscription, tag, destination, messageId);
+      connection.send([OP.NACK, sub, tag, Math.min(MAX_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
     };
     try {
       if (subscription.kind === "consume") {
@@ -428,6 +417,19 @@ export class Client extends EventEmitter {
     } catch (error) {
       this.#handlerFailed(error, done);
     }
+  }
+
+  /**
+   * Acks on the delivering broker. With several brokers the ack is also copied to the others
+   * (slaves drop their copy) and remembered; a lone broker needs neither, and saves their cost.
+   */
+  #ack(connection: HostConnection, subscription: Subscription, tag: number, destination: string, messageId: string): void {
+    connection.ack(subscription.sub, tag);
+    if (this.#connections.length === 1) return;
+    const kind = subscription.kind === "consume" ? 1 : 0;
+    const queue = `${subscription.endpoint}/${subscription.version}`;
+    for (const other of this.#connections) if (other !== connection) other.mirror(kind, queue, destination, messageId);
+    this.#rememberAcked(ackKey(subscription, destination, messageId));
   }
 
   /** A handler threw: the message is requeued (at least once) and the error reported. */
@@ -461,7 +463,7 @@ export class Client extends EventEmitter {
     for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
     for (const key of this.#acked.keys()) {
       const [kind, queue, destination, messageId] = key.split("|") as [string, string, string, string];
-      connection.mirror(Number(kind) as 0 | 1, queue, destination, messageId);
+      connection.mirror(kind === "consume" ? 1 : 0, queue, destination, messageId);
     }
   }
 
@@ -488,6 +490,11 @@ function randomPrefix(): string {
   let text = "";
   for (const byte of bytes) text += String.fromCharCode(byte);
   return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
+}
+
+/** Identifies one delivery target of a message, for the recently-acked window. */
+function ackKey(subscription: Subscription, destination: string, messageId: string): string {
+  return `${subscription.kind}|${subscription.endpoint}/${subscription.version}|${destination}|${messageId}`;
 }
 
 /** Creates a client (the original API: `require('kitten-mq').client()`). */
