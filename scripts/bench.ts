@@ -89,7 +89,7 @@ const MEDIAN_RATES: Partial<Record<string, number>> = {};
 const TIMEOUT_MS = (args.timeout ? Number(args.timeout) : QUICK ? 30 : 60) * 1000;
 /** Extra `bun` flags for every process: CPU profiles (markdown) written on exit into one folder. */
 const BUN_FLAGS = args.profile ? ["--cpu-prof-md", `--cpu-prof-dir=${resolve(args.profile)}`] : [];
-const WINDOW = 5000;
+const WINDOW = 2000;
 const PREFETCH = 1000;
 const LISTENERS = 4;
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
