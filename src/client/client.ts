@@ -8,6 +8,7 @@ import { EventEmitter } from "node:events";
 import {
   type Challenge,
   decode,
+  type DeliverFields,
   encode,
   FRAME_HEADER_SIZE,
   FrameBatch,
@@ -130,6 +131,7 @@ export class Client extends EventEmitter {
         close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
         frame: (connection, value) => this.#onFrame(connection, value),
+        deliver: (connection, delivery) => this.#onDeliver(connection, delivery),
       }, this.#dial, prove)
     );
     keys.then(
@@ -324,8 +326,13 @@ export class Client extends EventEmitter {
 
   #onFrame(connection: HostConnection, value: unknown[]): void {
     switch (value[0]) {
-      case OP.DELIVER:
-        return this.#onDeliver(connection, value);
+      case OP.DELIVER: {
+        // A delivery the fast reader did not take (a dead letter's extra element, for one).
+        const [, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value as [
+          number, number, number, string, string, number, Uint8Array, number, DeliveryInfo["deadLetter"],
+        ];
+        return this.#onDeliver(connection, { sub, tag, messageId, destination, nbRequeues, body, created }, deadLetter);
+      }
       case OP.OK:
         for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
         return;
@@ -371,10 +378,8 @@ export class Client extends EventEmitter {
     entry.subscription.settle(error);
   }
 
-  #onDeliver(connection: HostConnection, value: unknown[]): void {
-    const [, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value as [
-      number, number, number, string, string, number, Uint8Array, number, DeliveryInfo["deadLetter"],
-    ];
+  #onDeliver(connection: HostConnection, delivery: DeliverFields, deadLetter?: DeliveryInfo["deadLetter"]): void {
+    const { sub, tag, messageId, destination, nbRequeues, body, created } = delivery;
     const subscription = this.#subscriptions.get(sub);
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
     if (!this.#masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused

@@ -5,6 +5,8 @@
 import {
   type Challenge,
   decode,
+  type DeliverFields,
+  readDeliver,
   encode,
   FrameBatch,
   FrameDecoder,
@@ -30,6 +32,8 @@ export interface ConnectionEvents {
   refused(connection: HostConnection, error: KittenError): void;
   /** Any frame after welcome. */
   frame(connection: HostConnection, value: unknown[]): void;
+  /** A DELIVER frame (read by the fast reader, or decoded generically by the client). */
+  deliver(connection: HostConnection, delivery: DeliverFields): void;
 }
 
 /** Fatal codes that say "not now" rather than "never": the link is retried with backoff. */
@@ -143,6 +147,13 @@ export class HostConnection {
           return transport.close(); // a broker that sends garbage is reconnected to
         }
         for (const frame of frames) {
+          // Deliveries take a hand-written reader; everything else the generic decoder.
+          const delivery = handshaken ? readDeliver(frame) : undefined;
+          if (delivery) {
+            this.events.deliver(this, delivery);
+            if (this.#transport !== transport) return;
+            continue;
+          }
           let value: unknown[];
           try {
             value = decode(frame) as unknown[];

@@ -1,0 +1,55 @@
+import { expect, it } from "bun:test";
+import { decode, encode } from "../../src/protocol/cbor.ts";
+import { FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
+import { readDeliver, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
+import { OP } from "../../src/protocol/ops.ts";
+
+function frames(write: (batch: FrameBatch) => void): Uint8Array[] {
+  const batch = new FrameBatch(16);
+  write(batch);
+  return new FrameDecoder().push(batch.take());
+}
+
+it("writeSend() and writeDeliver() produce plain CBOR that the generic decoder reads", () => {
+  const body = encode({ hello: "wörld", n: 1 });
+  const [send, deliver] = frames((batch) => {
+    writeSend(batch, 70000, "e/v1/ïd", "abc.1z", body);
+    writeDeliver(batch, 3, 2 ** 40, "abc.1z", "ïd", 2, body, 1_796_000_000_000);
+  });
+  expect(decode(send!)).toEqual([OP.SEND, 70000, "e/v1/ïd", "abc.1z", body]);
+  expect(decode(deliver!)).toEqual([OP.DELIVER, 3, 2 ** 40, "abc.1z", "ïd", 2, body, 1_796_000_000_000]);
+});
+
+it("readDeliver() reads what writeDeliver() wrote, with repeated and changing ids and destinations", () => {
+  const body = encode([1, 2, 3]);
+  const cases: [string, string][] = [["p.0", "a"], ["p.1", "a"], ["q.zz", "b"], ["q.100", "b"], ["é-no-dot", "ç"], ["p.2", "a"]];
+  const read = frames((batch) => {
+    for (const [index, [id, destination]] of cases.entries()) writeDeliver(batch, index, index + 100, id, destination, index, body, 1000 + index);
+  }).map((frame) => readDeliver(frame));
+  expect(read.map((d) => [d?.messageId, d?.destination, d?.sub, d?.tag, d?.nbRequeues, d?.created])).toEqual(
+    cases.map(([id, destination], index) => [id, destination, index, index + 100, index, 1000 + index]),
+  );
+  expect(decode(read[0]!.body)).toEqual([1, 2, 3]);
+});
+
+it("readDeliver() returns undefined for other operations, a dead letter's 9th element, truncation and bad UTF-8", () => {
+  const body = encode("x");
+  const [okFrame] = frames((batch) => writeOk(batch, [1, 2], false));
+  expect(readDeliver(okFrame!)).toBeUndefined();
+  const deadLetter = encode([OP.DELIVER, 1, 2, "m.1", "d", 0, body, 5, { reason: "ttl" }]);
+  expect(readDeliver(deadLetter)).toBeUndefined();
+  const [good] = frames((batch) => writeDeliver(batch, 1, 2, "m.1", "d", 0, body, 5));
+  for (let cut = 0; cut < good!.length; cut++) expect(readDeliver(good!.subarray(0, cut))).toBeUndefined();
+  const bad = good!.slice();
+  bad[bad.indexOf(0x6d)] = 0xff; // "m" of the id → an invalid UTF-8 byte
+  expect(readDeliver(bad)).toBeUndefined();
+});
+
+it("writeOk() marks a slave's confirmation", () => {
+  const [master, slave] = frames((batch) => {
+    writeOk(batch, [1, 300, 70000], false);
+    writeOk(batch, [4], true);
+  });
+  expect(decode(master!)).toEqual([OP.OK, [1, 300, 70000]]);
+  expect(decode(slave!)).toEqual([OP.OK, [4], "slave"]);
+});
