@@ -6,7 +6,7 @@
  */
 import { afterEach, expect, it } from "bun:test";
 import { runSessionFuzz, summary } from "../../scripts/fuzz.ts";
-import { Cleanup, type Received, recorder, sleep, waitFor } from "../helpers/broker.ts";
+import { Cleanup, type Received, recorder, waitFor } from "../helpers/broker.ts";
 
 const cleanup = new Cleanup();
 afterEach(cleanup.run);

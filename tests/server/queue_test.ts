@@ -482,7 +482,7 @@ describe("Queue", () => {
   it("queue.tick() redelivers a copy unacknowledged after requeueInterval and counts a timeout", () => {
     const t = setup({ requeueInterval: 10 });
     const a = t.consumer("A", ["X"], 1);
-    const b = t.consumer("B", ["X"], 1);
+    t.consumer("B", ["X"], 1); // the redelivery goes round-robin to B
     t.send("X");
     const [first] = t.inflight(a);
     t.advance(9_999);
