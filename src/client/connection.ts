@@ -133,6 +133,11 @@ export class HostConnection {
     this.state = "connecting";
     this.#decoder = new FrameDecoder(this.options.maxFrameSize);
     let handshaken = false;
+    // A host that accepts the connection but never completes the handshake (hung, or not a
+    // Kitten-MQ broker) is dropped and retried like a refused connection.
+    const deadline = setTimeout(() => {
+      if (!handshaken && this.#transport === transport) transport.close();
+    }, this.options.handshakeTimeoutMs);
     const transport = this.dial(this.host.host, this.host.port, this.options.tls, {
       open: () => {
         const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
@@ -165,6 +170,7 @@ export class HostConnection {
             const step = this.#handshake(transport, value);
             if (step === "failed") return;
             handshaken = step === "open";
+            if (handshaken) clearTimeout(deadline);
             continue;
           }
           this.events.frame(this, value);
@@ -172,6 +178,7 @@ export class HostConnection {
         }
       },
       close: (error) => {
+        clearTimeout(deadline);
         if (this.#transport !== transport) return;
         this.#transport = null;
         this.welcome = null;

@@ -21,6 +21,8 @@ export interface ClientOptions {
   maxReconnectDelayMs: number;
   /** Largest frame accepted from a broker, in bytes (the broker's own limit applies to sends). */
   maxFrameSize: number;
+  /** A host that has not completed the handshake by then is disconnected and retried. */
+  handshakeTimeoutMs: number;
   /** TLS towards every host (null: plain TCP). */
   tls: TlsOptions | null;
 }
@@ -44,6 +46,7 @@ export function defaultOptions(): ClientOptions {
     reconnectDelayMs: 100,
     maxReconnectDelayMs: 5_000,
     maxFrameSize: 64 * 1024 * 1024,
+    handshakeTimeoutMs: 10_000, // twice the broker's default deadline: a slow key check still fits
     tls: null,
   };
 }
@@ -67,7 +70,7 @@ export function parseOptions(input: Partial<ClientOptions> | undefined): ClientO
   if (options.tls !== null && typeof options.tls !== "object") {
     throw new TypeError(`Cannot connect: "tls" must be an object ({ ca }) or null`);
   }
-  for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize"] as const) {
+  for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"] as const) {
     const value = options[key];
     if (!Number.isSafeInteger(value) || value < 1) {
       throw new RangeError(`Cannot connect: "${key}" must be a positive integer: current value is ${value}`);

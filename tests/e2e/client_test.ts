@@ -1,4 +1,5 @@
 import { afterEach, expect, it } from "bun:test";
+import { createServer } from "node:net";
 import { client, KittenError } from "../../mod.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import {
@@ -308,4 +309,32 @@ it("e2e: client connect() can be called again after a refusal (AUTH_FAILED)", as
   expect(refused.code).toBe("AUTH_FAILED");
   await mq.connect({ hosts: [`${broker.host}#s3cret`], clientId: id, keysDirectory: testKeysDirectory });
   expect(mq.isConnected()).toBe(true);
+});
+
+it("e2e: client drops and retries a host that accepts the connection but never answers (handshakeTimeoutMs)", async () => {
+  const broker = cleanup.broker();
+  const sockets: import("node:net").Socket[] = [];
+  let accepted = 0;
+  const silent = createServer((socket) => {
+    accepted++;
+    sockets.push(socket); // holds the connection open and never writes
+  });
+  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  cleanup.defer(() => {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  });
+  const port = (silent.address() as import("node:net").AddressInfo).port;
+  const mq = cleanup.add(client());
+  await mq.connect({
+    hosts: [`127.0.0.1:${port}@broker-1`, broker.host],
+    clientId: clientId(),
+    keysDirectory: testKeysDirectory,
+    handshakeTimeoutMs: 150,
+    reconnectDelayMs: 20,
+    maxReconnectDelayMs: 50,
+  });
+  await mq.send("silent/v1/1", { ok: true }); // the good host serves meanwhile
+  await waitFor(() => accepted >= 3, 3000); // dropped after 150 ms and dialled again, repeatedly
+  expect(mq.status().find((s) => s.host.includes(`:${port}@`))?.connected).toBe(false);
 });
