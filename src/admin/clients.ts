@@ -54,17 +54,10 @@ export function clientRoutes(server: BrokerServer): Hono {
     if (!await broker.registry.unpin(clientId)) {
       throw new KittenError("NOT_FOUND", `Cannot unpin client "${clientId}": no key is pinned for this id`);
     }
-    // Sessions that proved the old key end now: the client reconnects and proves (and pins) its
-    // new key, so a rotated or stolen key stops working at once.
-    let disconnected = 0;
-    for (const session of [...broker.sessions]) {
-      if (session.clientId !== clientId || session.state !== "open") continue;
-      session.revoke(new KittenError("AUTH_FAILED", `Cannot keep client "${clientId}": its pinned key was removed by an operator`));
-      disconnected++;
-    }
-    broker.flush();
-    broker.log.info("admin", `client=${clientId};pinned key removed by an operator;sessions closed=${disconnected}`);
-    return c.json({ clientId, unpinned: true, disconnected });
+    // Open sessions are left alone on purpose: closed now, a client still running with its old key
+    // would reconnect and pin that key again before the operator restarts it with the new one.
+    broker.log.info("admin", `client=${clientId};pinned key removed by an operator`);
+    return c.json({ clientId, unpinned: true });
   });
   return app;
 }

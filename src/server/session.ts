@@ -322,16 +322,6 @@ export class Session implements DeliverySink {
     this.#broker.fence(epoch, master, this.clientId);
   }
 
-  /** Ends the session with a coded reason (the key it authenticated with was un-pinned, …). */
-  revoke(error: KittenError): void {
-    this.#fail(null, error);
-    if (!this.isClosed) {
-      this.flush();
-      this.#connection.end();
-      this.closed();
-    }
-  }
-
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
   announceRole(): void {
     if (this.state !== "open") return;
