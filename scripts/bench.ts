@@ -497,6 +497,20 @@ interface Scenario {
 
 type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
 
+/** 1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking, on `channel`. */
+function workQueuePlan(channel: string, run: number): Plan {
+  return {
+    receivers: [{
+      role: "consumer",
+      options: { channel, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
+    }],
+    publisher: {
+      role: "publisher",
+      options: { channel, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
+    },
+  };
+}
+
 const SCENARIOS: Scenario[] = [
   {
     key: "a",
@@ -505,16 +519,7 @@ const SCENARIOS: Scenario[] = [
       fmt(SIZES.a)
     } messages, window ${WINDOW} unconfirmed sends, consume prefetch ${PREFETCH}, done() per message`,
     unit: "msgs/s",
-    plan: (run) => ({
-      receivers: [{
-        role: "consumer",
-        options: { channel: `bench/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
-      }],
-      publisher: {
-        role: "publisher",
-        options: { channel: `bench/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
-      },
-    }),
+    plan: (run) => workQueuePlan("bench/v1/work", run),
     target: { label: "≥ 100,000 msgs/s", check: (m) => m.rate >= 100_000 },
   },
   {
@@ -524,17 +529,7 @@ const SCENARIOS: Scenario[] = [
       `the master confirms and delivers, every ack is mirrored to the slave`,
     unit: "msgs/s",
     versusA: true,
-    plan: (run) => ({
-      slaves: 1,
-      receivers: [{
-        role: "consumer",
-        options: { channel: `bench/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
-      }],
-      publisher: {
-        role: "publisher",
-        options: { channel: `bench/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
-      },
-    }),
+    plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), slaves: 1 }),
     // No bar of its own: the figure is reported next to (a), as a ratio.
     target: { label: "report, vs (a)", check: () => true },
   },
@@ -562,16 +557,7 @@ const SCENARIOS: Scenario[] = [
     title: "(d) work queue on a channel with a format (channels[...].map) → 1 consumer acking",
     detail: `${fmt(SIZES.a)} messages, as (a), each decoded and checked against a 7-field map by the broker`,
     unit: "msgs/s",
-    plan: (run) => ({
-      receivers: [{
-        role: "consumer",
-        options: { channel: `bench-format/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
-      }],
-      publisher: {
-        role: "publisher",
-        options: { channel: `bench-format/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
-      },
-    }),
+    plan: (run) => workQueuePlan("bench-format/v1/work", run),
     target: {
       label: "≥ 50% of (a)",
       check: (m) => MEDIAN_RATES.a !== undefined && m.rate >= MEDIAN_RATES.a / 2,
@@ -583,16 +569,7 @@ const SCENARIOS: Scenario[] = [
     title: "(e) durable work queue: 1 publisher with confirms → 1 consumer acking, fsync mode",
     detail: `${fmt(SIZES.a)} messages; each confirmation waits for the group commit (fsync) that holds the message`,
     unit: "msgs/s",
-    plan: (run) => ({
-      receivers: [{
-        role: "consumer",
-        options: { channel: `bench-durable/v1/work`, clientId: `bench-consumer-${run}`, count: SIZES.a, prefetch: PREFETCH },
-      }],
-      publisher: {
-        role: "publisher",
-        options: { channel: `bench-durable/v1/work`, clientId: `bench-publisher-${run}`, count: SIZES.a, window: WINDOW },
-      },
-    }),
+    plan: (run) => workQueuePlan("bench-durable/v1/work", run),
     target: { label: "≥ 50,000 msgs/s", check: (m) => m.rate >= 50_000 },
   },
   {

@@ -200,6 +200,41 @@ const round = (value: number) => Math.round(value * 1000) / 1000;
 
 // ── senders ────────────────────────────────────────────────────────────────────────────────────
 
+/** Counts the settlements of `total` sends; `finished` resolves once every one is settled. */
+class Confirmations {
+  confirmed = 0;
+  failed = 0;
+  firstError = "";
+  lastConfirmAt = 0;
+  readonly #done = Promise.withResolvers<void>();
+  constructor(readonly total: number, readonly onSettled: () => void = () => {}) {}
+
+  get finished(): Promise<void> {
+    return this.#done.promise;
+  }
+
+  get settled(): number {
+    return this.confirmed + this.failed;
+  }
+
+  ok = (): void => {
+    this.confirmed++;
+    this.#after();
+  };
+
+  error = (error: Error & { code?: string }): void => {
+    this.failed++;
+    this.firstError ||= `${error.code ?? "ERROR"}: ${error.message}`;
+    this.#after();
+  };
+
+  #after(): void {
+    if (this.settled < this.total) return this.onSettled();
+    this.lastConfirmAt = now();
+    this.#done.resolve();
+  }
+}
+
 /** Sends `count` messages as fast as confirms allow, `window` unconfirmed at most. */
 async function publish(options: Options): Promise<void> {
   const count = options.count;
@@ -207,35 +242,20 @@ async function publish(options: Options): Promise<void> {
   const mq = await connect(options);
   emit("ready");
   let sent = 0;
-  let confirmed = 0;
-  let failed = 0;
-  let firstError = "";
-  let lastConfirmAt = 0;
   let lastSendAt = 0;
-  const { promise: finished, resolve } = Promise.withResolvers<void>();
-
-  const settled = (error?: Error & { code?: string }) => {
-    if (error) {
-      failed++;
-      firstError ||= `${error.code ?? "ERROR"}: ${error.message}`;
-    } else confirmed++;
-    if (confirmed + failed === count) {
-      lastConfirmAt = now();
-      resolve();
-    } else pump();
-  };
+  const confirmations = new Confirmations(count, () => pump());
   // Publish → confirm latency of every send (the broker's commit is part of it in durable modes).
   const confirmLatency = new Float64Array(count);
   const confirmedSeen = new Uint8Array(count);
   const pump = () => {
-    while (sent < count && sent - confirmed - failed < window) {
+    while (sent < count && sent - confirmations.settled < window) {
       const seq = sent;
       const sentAt = now();
       mq.send(options.channel, payload(seq)).then(() => {
         confirmLatency[seq] = now() - sentAt;
         confirmedSeen[seq] = 1;
-        settled();
-      }, settled);
+        confirmations.ok();
+      }, confirmations.error);
       sent++;
     }
     if (sent === count && lastSendAt === 0) lastSendAt = now();
@@ -244,7 +264,8 @@ async function publish(options: Options): Promise<void> {
   const startCpu = cpu();
   const firstAt = now();
   pump();
-  await finished;
+  await confirmations.finished;
+  const { confirmed, failed, firstError, lastConfirmAt } = confirmations;
   emit("result", {
     role: "publisher",
     sent,
@@ -273,25 +294,10 @@ async function publishAtRate(options: Options): Promise<void> {
   const mq = await connect(options);
   emit("ready");
   let sent = 0;
-  let confirmed = 0;
-  let failed = 0;
-  let firstError = "";
   let maxBatch = 0;
   let maxBehindMs = 0;
   let lastSendAt = 0;
-  let lastConfirmAt = 0;
-  const { promise: finished, resolve } = Promise.withResolvers<void>();
-  const settled = (error?: Error & { code?: string }) => {
-    if (error) {
-      failed++;
-      firstError ||= `${error.code ?? "ERROR"}: ${error.message}`;
-    } else confirmed++;
-    if (confirmed + failed === total) {
-      lastConfirmAt = now();
-      resolve();
-    }
-  };
-  const onOk = () => settled();
+  const confirmations = new Confirmations(total);
 
   const startCpu = cpu();
   const firstAt = now();
@@ -302,14 +308,15 @@ async function publishAtRate(options: Options): Promise<void> {
     if (batch > maxBatch) maxBatch = batch;
     if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
     while (sent < due) {
-      mq.send(options.channel, payload(sent)).then(onOk, settled);
+      mq.send(options.channel, payload(sent)).then(confirmations.ok, confirmations.error);
       sent++;
     }
     if (sent < total) setTimeout(tick, 1);
     else lastSendAt = now();
   };
   tick();
-  await finished;
+  await confirmations.finished;
+  const { confirmed, failed, firstError, lastConfirmAt } = confirmations;
   emit("result", {
     role: "publisher",
     sent,

@@ -23,8 +23,14 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { freePort } from "../tests/helpers/broker.ts";
-import { type ChildBroker, kill9, spawnBroker, tally, writeBrokerConfig } from "../tests/helpers/crash.ts";
-import { testKeysDirectory } from "../tests/helpers/keys.ts";
+import {
+  type ChildBroker,
+  harnessClientOptions,
+  kill9,
+  spawnBroker,
+  tally,
+  writeBrokerConfig,
+} from "../tests/helpers/crash.ts";
 import { mulberry32 } from "../tests/helpers/random.ts";
 
 const { values } = parseArgs({
@@ -101,14 +107,7 @@ async function waitUntil(predicate: () => boolean, timeoutMs: number, what: stri
   }
 }
 
-const clientOptions = (clientId: string) => ({
-  hosts: nodes.map((node) => node.host),
-  clientId,
-  keysDirectory: testKeysDirectory,
-  reconnectDelayMs: 10,
-  maxReconnectDelayMs: 50,
-  maxPendingMessages: WINDOW * 2,
-});
+const clientOptions = (clientId: string) => harnessClientOptions(nodes.map((node) => node.host), clientId, WINDOW);
 
 const publisher = new Client();
 const consumer = new Client();

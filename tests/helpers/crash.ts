@@ -145,14 +145,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
     logLevel: 3,
   });
   const host = `127.0.0.1:${port}@broker-1`;
-  const clientOptions = (clientId: string) => ({
-    hosts: [host],
-    clientId,
-    keysDirectory: testKeysDirectory,
-    reconnectDelayMs: 10,
-    maxReconnectDelayMs: 50,
-    maxPendingMessages: window * 2,
-  });
+  const clientOptions = (clientId: string) => harnessClientOptions([host], clientId, window);
 
   const publisher = new Client();
   const consumer = new Client();
@@ -280,4 +273,16 @@ export async function tally(
   for (const times of received.values()) duplicates += times - 1;
   const unconfirmedDelivered = [...received.keys()].filter((n) => !confirmed.has(n)).length;
   return { lost, duplicates, unconfirmedDelivered };
+}
+
+/** Options of the harness' clients: fast reconnects, room for twice the send window offline. */
+export function harnessClientOptions(hosts: string[], clientId: string, window: number) {
+  return {
+    hosts,
+    clientId,
+    keysDirectory: testKeysDirectory,
+    reconnectDelayMs: 10,
+    maxReconnectDelayMs: 50,
+    maxPendingMessages: window * 2,
+  };
 }
