@@ -17,6 +17,7 @@ import { Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
 import type { Store, StoredMessage } from "./store/store.ts";
+import type { DurableMode } from "./store/store.ts";
 import type { Copy } from "./message.ts";
 import type { Session } from "./session.ts";
 
@@ -244,7 +245,7 @@ export class Broker {
         now: this.now,
         onDead: (copy, reason) => this.#onDead(copy, reason),
         onDelivered: (copy) => {
-          if (queue!.settings.durability !== "memory") this.store?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
+          this.#storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
         },
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
@@ -280,8 +281,7 @@ export class Broker {
     }
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
     const message = new Message(messageId, queue.name, destination, body.slice(), this.now(), this.#seq++);
-    const mode = queue.settings.durability;
-    const stored = mode === "memory" || !this.store ? undefined : this.store.append(message, mode);
+    const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
       this.#accept(queue, message);
       return;
@@ -401,6 +401,11 @@ export class Broker {
     }
   }
 
+  /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */
+  #storeFor(queue: Queue): Store | null {
+    return queue.settings.durability === "memory" ? null : this.store;
+  }
+
   #route(name: string): Route {
     let route = this.#routes.get(name);
     if (route) return route;
@@ -442,16 +447,15 @@ export class Broker {
       messageId: message.id,
       deliveries: copy.deliveries,
     };
-    const mode = queue.settings.durability;
-    const store = this.store;
-    if (mode === "memory" || !store) return queue.publish(dead);
+    const store = this.#storeFor(queue);
+    if (!store) return queue.publish(dead);
     // The original stays stored until its dead letter is: while that write fails it is retried,
     // and the original is kept (recovered at the next start) rather than lost between two queues.
     const origin = this.queues.get(message.queue)!;
     origin.hold(message);
     const write = async (): Promise<void> => {
       try {
-        await store.append(dead, mode);
+        await store.append(dead, queue.settings.durability as DurableMode);
       } catch (error) {
         this.log.error("queue", `messageId=${message.id};dead letter not stored, original kept, retrying: ${error}`);
         if (!this.shuttingDown) setTimeout(write, DEAD_LETTER_RETRY_MS);

@@ -40,9 +40,9 @@ import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { decodeRecord, encodeRecord, getMeta, type MetaValue, migrate, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
-import type { Store, StoredMessage } from "./store.ts";
+import type { DurableMode, Store, StoredMessage } from "./store.ts";
 
-export type DurableMode = "fsync" | "batch";
+export type { DurableMode } from "./store.ts";
 
 export interface SqliteStoreOptions {
   /** The data directory; created when missing. */

@@ -3,6 +3,9 @@
  * store implements it for `durability: "memory"`; the durable store (bun:sqlite) replaces it
  * without the queue engine noticing.
  */
+/** When a stored message counts as safe: after the commit holding it (fsync), or at once (batch). */
+export type DurableMode = "fsync" | "batch";
+
 export interface StoredMessage {
   /** Globally unique id chosen by the sender. */
   id: string;
@@ -40,7 +43,7 @@ export interface Store {
    * Records a message. Returns when the message is safe by the store's standard: at once for
    * memory, after the commit that holds it for a durable store (then a promise).
    */
-  append(message: StoredMessage, mode?: "fsync" | "batch"): void | Promise<void>;
+  append(message: StoredMessage, mode?: DurableMode): void | Promise<void>;
   /** Forgets a message whose every copy is settled (acked or dead); given the appended object. */
   remove(message: StoredMessage): void;
   /**
