@@ -376,11 +376,13 @@ export class Session implements DeliverySink {
   }
 
   #confirm(ref: number): void {
+    if (this.state === "closed") return; // a commit that ended after the client left: nobody to tell
     this.#okRefs.push(ref);
     this.#broker.dirty.add(this);
   }
 
   #push(op: unknown[]): void {
+    if (this.state === "closed") return;
     this.#batch.push(encode(op));
     this.#broker.dirty.add(this);
   }
