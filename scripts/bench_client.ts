@@ -30,8 +30,10 @@ interface Options {
   clientId: string;
   /** Receivers: unique messages expected. Publisher: messages to send. */
   count: number;
-  /** Receivers: messages with `seq < skip` are warm-up, left out of the latency figures. */
+  /** Receivers: messages with `seq < skip` are warm-up, left out of the rate and latency figures. */
   skip?: number;
+  /** Publisher: sends with `seq < warmup` are warm-up; it reports when it sent the first after them. */
+  warmup?: number;
   prefetch?: number;
   window?: number;
   rate?: number;
@@ -111,6 +113,7 @@ async function receive(kind: "consume" | "listen", options: Options): Promise<vo
     clientId: options.clientId,
     expected: count,
     received: unique,
+    measured: countFrom(seen, skip),
     duplicates,
     outOfRange,
     errors,
@@ -173,6 +176,13 @@ async function receive(kind: "consume" | "listen", options: Options): Promise<vo
     });
   await subscription.ready;
   emit("ready");
+}
+
+/** Messages received with `seq >= skip` (those after the warm-up). */
+function countFrom(seen: Uint8Array, skip: number): number {
+  let count = 0;
+  for (let seq = skip; seq < seen.length; seq++) count += seen[seq]!;
+  return count;
 }
 
 /** Latency percentiles (ms) over the messages received, leaving out warm-up ones. */
@@ -239,10 +249,12 @@ class Confirmations {
 async function publish(options: Options): Promise<void> {
   const count = options.count;
   const window = options.window ?? 2000;
+  const warmup = options.warmup ?? 0;
   const mq = await connect(options);
   emit("ready");
   let sent = 0;
   let lastSendAt = 0;
+  let warmAt = 0;
   const confirmations = new Confirmations(count, () => pump());
   // Publish → confirm latency of every send (the broker's commit is part of it in durable modes).
   const confirmLatency = new Float64Array(count);
@@ -251,6 +263,7 @@ async function publish(options: Options): Promise<void> {
     while (sent < count && sent - confirmations.settled < window) {
       const seq = sent;
       const sentAt = now();
+      if (seq === warmup) warmAt = sentAt;
       mq.send(options.channel, payload(seq)).then(() => {
         confirmLatency[seq] = now() - sentAt;
         confirmedSeen[seq] = 1;
@@ -273,9 +286,10 @@ async function publish(options: Options): Promise<void> {
     failed,
     firstError,
     firstAt,
+    warmAt,
     lastSendAt,
     lastConfirmAt,
-    confirmLatency: percentiles(confirmLatency, confirmedSeen, 0, count),
+    confirmLatency: percentiles(confirmLatency, confirmedSeen, warmup, count),
     startCpu,
     cpu: cpu(),
   });
@@ -291,9 +305,11 @@ async function publish(options: Options): Promise<void> {
 async function publishAtRate(options: Options): Promise<void> {
   const rate = options.rate ?? 5000;
   const total = Math.round(rate * ((options.warmupSeconds ?? 0) + (options.seconds ?? 5)));
+  const warmup = Math.round(rate * (options.warmupSeconds ?? 0));
   const mq = await connect(options);
   emit("ready");
   let sent = 0;
+  let warmAt = 0;
   let maxBatch = 0;
   let maxBehindMs = 0;
   let lastSendAt = 0;
@@ -308,6 +324,7 @@ async function publishAtRate(options: Options): Promise<void> {
     if (batch > maxBatch) maxBatch = batch;
     if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
     while (sent < due) {
+      if (sent === warmup) warmAt = now();
       mq.send(options.channel, payload(sent)).then(confirmations.ok, confirmations.error);
       sent++;
     }
@@ -324,6 +341,7 @@ async function publishAtRate(options: Options): Promise<void> {
     failed,
     firstError,
     firstAt,
+    warmAt,
     lastSendAt,
     lastConfirmAt,
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
