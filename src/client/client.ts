@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 import {
   type Challenge,
-  decode,
+  decodeBody,
   type DeliverFields,
   encode,
   FRAME_HEADER_SIZE,
@@ -391,7 +391,7 @@ export class Client extends EventEmitter {
     }
     let message: unknown;
     try {
-      message = decode(body);
+      message = decodeBody(body);
     } catch (error) {
       this.#report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
       return connection.send([OP.NACK, sub, tag, 0]);

@@ -9,5 +9,6 @@ export * from "./frame.ts";
 export * from "./ops.ts";
 export * from "./channel.ts";
 export { decode, encode } from "./cbor.ts";
+export { decodeBody } from "./body.ts";
 export * from "./hot_ops.ts";
 export { RecentMap } from "./recent.ts";

@@ -7,7 +7,8 @@ import { KittenError, parseChannel, queueName, RecentMap } from "../protocol/mod
 import { channelSettings, type Config } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
-import { decode, encode } from "../protocol/cbor.ts";
+import { encode } from "../protocol/cbor.ts";
+import { decodeBody } from "../protocol/body.ts";
 import { verifyHelloToken } from "./auth.ts";
 import { KeyRegistry } from "./pinning.ts";
 import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./rules.ts";
@@ -56,7 +57,7 @@ interface Route {
 function conform(schema: CompiledSchema, channel: string, queue: string, body: Uint8Array): Uint8Array {
   let value: unknown;
   try {
-    value = decode(body);
+    value = decodeBody(body);
   } catch (error) {
     throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the body is not CBOR: ${(error as Error).message}`);
   }
