@@ -97,7 +97,7 @@ export type DeliverOp = [typeof OP.DELIVER, number, number, string, string, numb
 export type PongOp = [typeof OP.PONG, number];
 
 const MAX_ID_LIST = 10_000;
-const MAX_MESSAGE_ID_LENGTH = 128;
+export const MAX_MESSAGE_ID_LENGTH = 128;
 
 function bad(op: string, detail: string): KittenError {
   return new KittenError("BAD_REQUEST", `Cannot read ${op}: ${detail}`);

@@ -26,6 +26,7 @@ import {
   KittenError,
   OP,
   opOf,
+  readSend,
   refOf,
   writeDeliver,
   writeOk,
@@ -106,6 +107,15 @@ export class Session implements DeliverySink {
   }
 
   #handle(frame: Uint8Array): void {
+    // Sends, nearly every frame a broker reads, take the hand-written reader (hot_ops.ts).
+    const send = this.state === "open" ? readSend(frame) : undefined;
+    if (send !== undefined) {
+      try {
+        return this.#send(send.ref, send.channel, send.messageId, send.body);
+      } catch (error) {
+        return this.#fail(send.ref, error);
+      }
+    }
     let value: unknown[] | null = null;
     try {
       try {
@@ -209,6 +219,10 @@ export class Session implements DeliverySink {
 
   #handleSend(value: unknown[]): void {
     const [, ref, channel, messageId, body] = checkSend(value);
+    this.#send(ref, channel, messageId, body);
+  }
+
+  #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
     const stored = this.#broker.send(channel, messageId, body, this);
     if (stored === undefined) return this.#confirm(ref);
     stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)).finally(() => this.#broker.flush());

@@ -1,7 +1,7 @@
 import { expect, it } from "bun:test";
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import { FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
-import { readDeliver, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
+import { readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
 
 function frames(write: (batch: FrameBatch) => void): Uint8Array[] {
@@ -43,6 +43,39 @@ it("readDeliver() returns undefined for other operations, a dead letter's 9th el
   const bad = good!.slice();
   bad[bad.indexOf(0x6d)] = 0xff; // "m" of the id → an invalid UTF-8 byte
   expect(readDeliver(bad)).toBeUndefined();
+});
+
+it("readSend() reads what writeSend() wrote, with repeated and changing channels and id prefixes", () => {
+  const cases: [number, string, string][] = [
+    [1, "e/v1/a", "p.0"],
+    [2, "e/v1/a", "p.1"],
+    [300, "e/v1/b", "q.zz"],
+    [2 ** 40, "é/v1/ç", "ü-no-dot"],
+    [5, "e/v1/a", "p.2"],
+  ];
+  const read = frames((batch) => {
+    for (const [ref, channel, id] of cases) writeSend(batch, ref, channel, id, encode({ ref }));
+  }).map((frame) => readSend(frame));
+  expect(read.map((s) => [s?.ref, s?.channel, s?.messageId])).toEqual(cases);
+  expect(read.map((s) => decode(s!.body))).toEqual(cases.map(([ref]) => ({ ref })));
+});
+
+it("readSend() leaves to the generic path what checkSend() would refuse or does not expect", () => {
+  const body = encode("x");
+  const [good] = frames((batch) => writeSend(batch, 1, "e/v1/a", "m.1", body));
+  expect(readSend(good!)).toBeDefined();
+  for (let cut = 0; cut < good!.length; cut++) expect(readSend(good!.subarray(0, cut))).toBeUndefined();
+  expect(readSend(new Uint8Array([...good!, 0]))).toBeUndefined(); // trailing byte
+  const [emptyId] = frames((batch) => writeSend(batch, 1, "e/v1/a", "", body));
+  expect(readSend(emptyId!)).toBeUndefined();
+  const [longId] = frames((batch) => writeSend(batch, 1, "e/v1/a", "x".repeat(129), body));
+  expect(readSend(longId!)).toBeUndefined();
+  expect(readSend(encode([OP.SEND, -1, "e/v1/a", "m.1", body]))).toBeUndefined(); // negative ref
+  expect(readSend(encode([OP.SEND, 1, "e/v1/a", "m.1", "not bytes"]))).toBeUndefined();
+  expect(readSend(encode([OP.SEND, 1, "e/v1/a", "m.1", body, "extra"]))).toBeUndefined();
+  const bad = good!.slice();
+  bad[bad.indexOf(0x61)] = 0xff; // "a" of the channel → an invalid UTF-8 byte
+  expect(readSend(bad)).toBeUndefined();
 });
 
 it("writeOk() marks a slave's confirmation", () => {
