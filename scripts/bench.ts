@@ -15,6 +15,10 @@
  *   (f) 2 brokers   (a) with a master and a slave (memory mode like (a)); both clients are given
  *                   both hosts, send to both and mirror their acks to the slave; shown as % of (a)
  *
+ * Rates are measured at steady state: the first 25% of the messages of (a), (b), (d)–(f) and the
+ * first 0.5 s of (c) are warm-up (JIT compilation), left out of the rate and the latency; the
+ * note column also shows the rate over the whole run.
+ *
  * Each scenario runs 3 times (1 with --quick); the table shows every run and the median of each
  * column. A run that exceeds its timeout is killed (broker and clients) and reported as failed.
  * `--profile DIR` runs every process with `bun --cpu-prof-md` and leaves the profiles in DIR.
@@ -577,7 +581,7 @@ const SCENARIOS: Scenario[] = [
   {
     key: "d",
     title: "(d) work queue on a channel with a format (channels[...].map) → 1 consumer acking",
-    detail: `${fmt(SIZES.a)} messages, as (a), each decoded and checked against a 7-field map by the broker`,
+    detail: `${fmt(SIZES.a)} messages as (a) (the first ${fmt(warmupOf(SIZES.a))} warm-up), each decoded and checked against a 7-field map by the broker`,
     unit: "msgs/s",
     plan: (run) => workQueuePlan("bench-format/v1/work", run),
     target: {
@@ -589,7 +593,7 @@ const SCENARIOS: Scenario[] = [
   {
     key: "e",
     title: "(e) durable work queue: 1 publisher with confirms → 1 consumer acking, fsync mode",
-    detail: `${fmt(SIZES.a)} messages; each confirmation waits for the group commit (fsync) that holds the message`,
+    detail: `${fmt(SIZES.a)} messages as (a) (the first ${fmt(warmupOf(SIZES.a))} warm-up); each confirmation waits for the group commit (fsync) that holds the message`,
     unit: "msgs/s",
     plan: (run) => workQueuePlan("bench-durable/v1/work", run),
     target: { label: "≥ 50,000 msgs/s", check: (m) => m.rate >= 50_000 },
