@@ -120,6 +120,7 @@ async function receive(kind: "consume" | "listen", options: Options): Promise<vo
     firstAt,
     lastAt,
     latency: percentiles(latency, seen, skip, count),
+    latencyWholeRun: skip > 0 ? percentiles(latency, seen, 0, count) : null,
     cpu: cpu(),
   });
 
