@@ -138,6 +138,32 @@ export class HostConnection {
     const deadline = setTimeout(() => {
       if (!handshaken && this.#transport === transport) transport.close();
     }, this.options.handshakeTimeoutMs);
+    // One frame: false once the link is gone (closed here, or by a handler).
+    const visit = (data: Uint8Array, start: number, end: number): boolean => {
+      // Deliveries take a hand-written reader, in place; everything else the generic decoder.
+      const delivery = handshaken ? readDeliver(data, start, end) : undefined;
+      if (delivery) {
+        this.events.deliver(this, delivery);
+        return this.#transport === transport;
+      }
+      let value: unknown[];
+      try {
+        value = decode(data.subarray(start, end)) as unknown[];
+        if (!Array.isArray(value)) throw new Error("frame is not an array");
+      } catch {
+        transport.close(); // a broker that sends garbage is reconnected to
+        return false;
+      }
+      if (!handshaken) {
+        const step = this.#handshake(transport, value);
+        if (step === "failed") return false;
+        handshaken = step === "open";
+        if (handshaken) clearTimeout(deadline);
+        return true;
+      }
+      this.events.frame(this, value);
+      return this.#transport === transport;
+    };
     const transport = this.dial(this.host.host, this.host.port, this.options.tls, {
       open: () => {
         const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
@@ -145,36 +171,11 @@ export class HostConnection {
       },
       data: (chunk) => {
         if (this.#transport !== transport) return;
-        let frames: Uint8Array[];
         try {
-          frames = this.#decoder.push(chunk);
+          this.#decoder.each(chunk, visit);
         } catch (error) {
-          return transport.close(); // a broker that sends garbage is reconnected to
-        }
-        for (const frame of frames) {
-          // Deliveries take a hand-written reader; everything else the generic decoder.
-          const delivery = handshaken ? readDeliver(frame) : undefined;
-          if (delivery) {
-            this.events.deliver(this, delivery);
-            if (this.#transport !== transport) return;
-            continue;
-          }
-          let value: unknown[];
-          try {
-            value = decode(frame) as unknown[];
-            if (!Array.isArray(value)) throw new Error("frame is not an array");
-          } catch (error) {
-            return transport.close();
-          }
-          if (!handshaken) {
-            const step = this.#handshake(transport, value);
-            if (step === "failed") return;
-            handshaken = step === "open";
-            if (handshaken) clearTimeout(deadline);
-            continue;
-          }
-          this.events.frame(this, value);
-          if (this.#transport !== transport) return;
+          if (!(error instanceof KittenError && error.code === "FRAME_TOO_LARGE")) throw error;
+          transport.close(); // a broker that sends an oversized frame is reconnected to
         }
       },
       close: (error) => {

@@ -39,32 +39,47 @@ export class FrameDecoder {
    * Throws `KittenError("FRAME_TOO_LARGE")` on an oversized length prefix.
    */
   push(chunk: Uint8Array): Uint8Array[] {
+    const frames: Uint8Array[] = [];
+    this.each(chunk, (data, start, end) => {
+      frames.push(data.subarray(start, end));
+      return true;
+    });
+    return frames;
+  }
+
+  /**
+   * Calls `visit(data, start, end)` for every complete frame body in the bytes received so far,
+   * in order, without allocating a view per frame: the body is `data[start, end)`, valid during
+   * the call. `visit` returns false to stop (the connection closed): the rest is dropped.
+   * Throws `KittenError("FRAME_TOO_LARGE")` on an oversized length prefix, after visiting the
+   * frames before it.
+   */
+  each(chunk: Uint8Array, visit: (data: Uint8Array, start: number, end: number) => boolean): void {
     let data = chunk;
     if (this.#pendingLength > 0) {
       this.#append(chunk);
       data = this.#pending.subarray(0, this.#pendingLength);
       // Still short of the frame whose header is in: wait without copying anything else.
       if (data.length >= FRAME_HEADER_SIZE && data.length < FRAME_HEADER_SIZE + this.#check(readLength(data, 0))) {
-        return [];
+        return;
       }
       this.#pending = EMPTY;
       this.#pendingLength = 0;
     }
-    const frames: Uint8Array[] = [];
     let offset = 0;
     while (data.length - offset >= FRAME_HEADER_SIZE) {
       const length = this.#check(readLength(data, offset));
       const end = offset + FRAME_HEADER_SIZE + length;
       if (end > data.length) break;
-      frames.push(data.subarray(offset + FRAME_HEADER_SIZE, end));
+      const start = offset + FRAME_HEADER_SIZE;
       offset = end;
+      if (!visit(data, start, end)) return;
     }
     if (offset < data.length) {
       // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
       this.#pending = data.slice(offset);
       this.#pendingLength = this.#pending.length;
     }
-    return frames;
   }
 
   #check(length: number): number {

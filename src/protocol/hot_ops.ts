@@ -79,12 +79,12 @@ class RepeatedText {
   #bytes = new Uint8Array(0);
   #value = "";
 
-  /** The text of `bytes`; undefined when they are not UTF-8. */
-  read(bytes: Uint8Array): string | undefined {
-    if (sameBytes(bytes, this.#bytes)) return this.#value;
-    const value = decodeText(bytes);
+  /** The text of `data[start, end)`; undefined when those bytes are not UTF-8. */
+  read(start: number, end: number): string | undefined {
+    if (sameBytes(this.#bytes, start, end)) return this.#value;
+    const value = decodeText(data.subarray(start, end));
     if (value === undefined) return undefined;
-    this.#bytes = bytes.slice(); // the frame's buffer is not ours to keep
+    this.#bytes = data.slice(start, end); // the frame's buffer is not ours to keep
     this.#value = value;
     return value;
   }
@@ -95,28 +95,45 @@ const channels = new RepeatedText();
 const idPrefixes = new RepeatedText();
 
 /**
- * Reads the 8-element DELIVER frame that `writeDeliver` writes. Returns undefined for anything
- * else (a dead letter's 9th element, another encoder's choices), and the caller then uses the
- * generic decoder. Every read is bounds-checked; nothing here throws.
+ * The frame being read: `data[at, limit)`. Module state rather than a cursor object, so a read
+ * allocates nothing but its result; the readers are synchronous and never re-entered.
  */
-export function readDeliver(frame: Uint8Array): DeliverFields | undefined {
-  if (frame[0] !== 0x88 || frame[1] !== 0x18 || frame[2] !== OP.DELIVER) return undefined;
-  const cursor = { at: 3 };
-  const sub = readHead(frame, cursor, 0);
-  const tag = readHead(frame, cursor, 0);
-  const idLength = readHead(frame, cursor, 3);
-  if (sub < 0 || tag < 0 || idLength < 0 || cursor.at + idLength > frame.length) return undefined;
-  const messageId = decodeMessageId(frame.subarray(cursor.at, cursor.at += idLength));
-  const destinationLength = readHead(frame, cursor, 3);
-  if (messageId === undefined || destinationLength < 0 || cursor.at + destinationLength > frame.length) return undefined;
-  const destination = destinations.read(frame.subarray(cursor.at, cursor.at += destinationLength));
+let data: Uint8Array = new Uint8Array(0);
+let at = 0;
+let limit = 0;
+
+function begin(frame: Uint8Array, start: number, end: number): void {
+  data = frame;
+  at = start;
+  limit = end;
+}
+
+/**
+ * Reads the 8-element DELIVER frame that `writeDeliver` writes, from `frame[start, end)` (a frame
+ * inside a larger chunk is read in place). Returns undefined for anything else (a dead letter's
+ * 9th element, another encoder's choices), and the caller then uses the generic decoder. Every
+ * read is bounds-checked; nothing here throws.
+ */
+export function readDeliver(frame: Uint8Array, start = 0, end = frame.length): DeliverFields | undefined {
+  if (end - start < 3 || frame[start] !== 0x88 || frame[start + 1] !== 0x18 || frame[start + 2] !== OP.DELIVER) {
+    return undefined;
+  }
+  begin(frame, start + 3, end);
+  const sub = readHead(0);
+  const tag = readHead(0);
+  const idLength = readHead(3);
+  if (sub < 0 || tag < 0 || idLength < 0 || at + idLength > limit) return undefined;
+  const messageId = decodeMessageId(at, at += idLength);
+  const destinationLength = readHead(3);
+  if (messageId === undefined || destinationLength < 0 || at + destinationLength > limit) return undefined;
+  const destination = destinations.read(at, at += destinationLength);
   if (destination === undefined) return undefined;
-  const nbRequeues = readHead(frame, cursor, 0);
-  const bodyLength = readHead(frame, cursor, 2);
-  if (nbRequeues < 0 || bodyLength < 0 || cursor.at + bodyLength > frame.length) return undefined;
-  const body = frame.subarray(cursor.at, cursor.at += bodyLength);
-  const created = readHead(frame, cursor, 0);
-  if (created < 0 || cursor.at !== frame.length) return undefined;
+  const nbRequeues = readHead(0);
+  const bodyLength = readHead(2);
+  if (nbRequeues < 0 || bodyLength < 0 || at + bodyLength > limit) return undefined;
+  const body = frame.subarray(at, at += bodyLength);
+  const created = readHead(0);
+  if (created < 0 || at !== limit) return undefined;
   return { sub, tag, messageId, destination, nbRequeues, body, created };
 }
 
@@ -129,39 +146,39 @@ export interface SendFields {
 }
 
 /**
- * Reads the 5-element SEND frame that `writeSend` writes, with the checks of `checkSend`. Returns
- * undefined for anything else or anything `checkSend` would refuse: the caller then takes the
- * generic path, which gives the coded error. Nothing here throws.
+ * Reads the 5-element SEND frame that `writeSend` writes, from `frame[start, end)`, with the
+ * checks of `checkSend`. Returns undefined for anything else or anything `checkSend` would refuse:
+ * the caller then takes the generic path, which gives the coded error. Nothing here throws.
  */
-export function readSend(frame: Uint8Array): SendFields | undefined {
-  if (frame[0] !== 0x85 || frame[1] !== OP.SEND) return undefined;
-  const cursor = { at: 2 };
-  const ref = readHead(frame, cursor, 0);
-  const channelLength = readHead(frame, cursor, 3);
-  if (ref < 0 || channelLength < 0 || cursor.at + channelLength > frame.length) return undefined;
-  const channel = channels.read(frame.subarray(cursor.at, cursor.at += channelLength));
+export function readSend(frame: Uint8Array, start = 0, end = frame.length): SendFields | undefined {
+  if (end - start < 2 || frame[start] !== 0x85 || frame[start + 1] !== OP.SEND) return undefined;
+  begin(frame, start + 2, end);
+  const ref = readHead(0);
+  const channelLength = readHead(3);
+  if (ref < 0 || channelLength < 0 || at + channelLength > limit) return undefined;
+  const channel = channels.read(at, at += channelLength);
   if (channel === undefined) return undefined;
-  const idLength = readHead(frame, cursor, 3);
-  if (idLength < 0 || cursor.at + idLength > frame.length) return undefined;
-  const messageId = decodeMessageId(frame.subarray(cursor.at, cursor.at += idLength));
+  const idLength = readHead(3);
+  if (idLength < 0 || at + idLength > limit) return undefined;
+  const messageId = decodeMessageId(at, at += idLength);
   if (messageId === undefined || messageId.length === 0 || messageId.length > MAX_MESSAGE_ID_LENGTH) return undefined;
-  const bodyLength = readHead(frame, cursor, 2);
-  if (bodyLength < 0 || cursor.at + bodyLength !== frame.length) return undefined;
-  return { ref, channel, messageId, body: frame.subarray(cursor.at) };
+  const bodyLength = readHead(2);
+  if (bodyLength < 0 || at + bodyLength !== limit) return undefined;
+  return { ref, channel, messageId, body: frame.subarray(at, limit) };
 }
 
-/** A message id: the prefix is reused when it repeats, only the short counter is decoded. */
-function decodeMessageId(bytes: Uint8Array): string | undefined {
-  let dot = bytes.length - 1;
-  while (dot >= 0 && bytes[dot] !== 0x2e && bytes.length - dot <= 11) dot--;
-  if (dot <= 0 || bytes[dot] !== 0x2e) return decodeText(bytes);
+/** The message id in `data[start, end)`: a repeated prefix is reused, only the counter is decoded. */
+function decodeMessageId(start: number, end: number): string | undefined {
+  let dot = end - 1;
+  while (dot >= start && data[dot] !== 0x2e && end - dot <= 11) dot--;
+  if (dot <= start || data[dot] !== 0x2e) return decodeText(data.subarray(start, end));
   let counter = "";
-  for (let i = dot + 1; i < bytes.length; i++) {
-    const byte = bytes[i]!;
-    if (byte >= 0x80) return decodeText(bytes);
+  for (let i = dot + 1; i < end; i++) {
+    const byte = data[i]!;
+    if (byte >= 0x80) return decodeText(data.subarray(start, end));
     counter += String.fromCharCode(byte);
   }
-  const prefix = idPrefixes.read(bytes.subarray(0, dot + 1));
+  const prefix = idPrefixes.read(start, dot + 1);
   return prefix === undefined ? undefined : prefix + counter;
 }
 
@@ -174,22 +191,24 @@ export function decodeText(bytes: Uint8Array): string | undefined {
   }
 }
 
-/** The argument of a CBOR item head of major type `major`, or -1. */
-function readHead(frame: Uint8Array, cursor: { at: number }, major: number): number {
-  const initial = frame[cursor.at++];
-  if (initial === undefined || initial >> 5 !== major) return -1;
+/** The argument of the CBOR item head at `at`, of major type `major`, or -1. */
+function readHead(major: number): number {
+  if (at >= limit) return -1;
+  const initial = data[at++]!;
+  if (initial >> 5 !== major) return -1;
   const info = initial & 0x1f;
   if (info < 24) return info;
   const size = info === 24 ? 1 : info === 25 ? 2 : info === 26 ? 4 : info === 27 ? 8 : 0;
-  if (size === 0 || cursor.at + size > frame.length) return -1;
+  if (size === 0 || at + size > limit) return -1;
   let value = 0;
-  for (let i = 0; i < size; i++) value = value * 256 + frame[cursor.at + i]!;
-  cursor.at += size;
+  for (let i = 0; i < size; i++) value = value * 256 + data[at + i]!;
+  at += size;
   return Number.isSafeInteger(value) ? value : -1;
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+/** True when `bytes` equals `data[start, end)`. */
+function sameBytes(bytes: Uint8Array, start: number, end: number): boolean {
+  if (bytes.length !== end - start) return false;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== data[start + i]) return false;
   return true;
 }

@@ -180,6 +180,37 @@ describe("frame", () => {
     expect(thrown(() => decoder.push(concat(frame(bytes(10)), header(101)))).code).toBe("FRAME_TOO_LARGE");
   });
 
+  it("FrameDecoder.each() visits every frame in place, in order, across chunk boundaries", () => {
+    const stream = concat(frame(bytes(10, 1)), frame(bytes(0)), frame(bytes(300, 2)), frame(bytes(5, 3)));
+    for (const cut of [1, 4, 9, 14, 15, 100, stream.length - 1]) {
+      const decoder = new FrameDecoder();
+      const seen: number[][] = [];
+      for (const chunk of [stream.subarray(0, cut), stream.subarray(cut)]) {
+        decoder.each(chunk, (data, start, end) => {
+          seen.push([...data.subarray(start, end)]);
+          return true;
+        });
+      }
+      expect(seen).toEqual([[...bytes(10, 1)], [], [...bytes(300, 2)], [...bytes(5, 3)]]);
+    }
+  });
+
+  it("FrameDecoder.each() stops when the visitor returns false, and throws after the frames before an oversized header", () => {
+    const decoder = new FrameDecoder(100);
+    let visits = 0;
+    decoder.each(concat(frame(bytes(3)), frame(bytes(4)), frame(bytes(5))), () => ++visits < 2);
+    expect(visits).toBe(2);
+    const before: number[] = [];
+    const error = thrown(() =>
+      new FrameDecoder(100).each(concat(frame(bytes(10)), header(101)), (_data, start, end) => {
+        before.push(end - start);
+        return true;
+      })
+    );
+    expect(error.code).toBe("FRAME_TOO_LARGE");
+    expect(before).toEqual([10]);
+  });
+
   it("FrameDecoder.push() reads a 0xFFFFFFFF length as unsigned and throws FRAME_TOO_LARGE", () => {
     const error = thrown(() => new FrameDecoder().push(new Uint8Array([0xff, 0xff, 0xff, 0xff])));
     expect(error.code).toBe("FRAME_TOO_LARGE");

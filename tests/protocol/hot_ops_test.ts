@@ -86,3 +86,28 @@ it("writeOk() marks a slave's confirmation", () => {
   expect(decode(master!)).toEqual([OP.OK, [1, 300, 70000]]);
   expect(decode(slave!)).toEqual([OP.OK, [4], "slave"]);
 });
+
+it("readDeliver() and readSend() read a frame in place inside a larger chunk, never past its end", () => {
+  const body = encode({ n: 1 });
+  const batch = new FrameBatch(16);
+  writeDeliver(batch, 1, 2, "m.1", "d", 0, body, 5);
+  writeSend(batch, 7, "e/v1/a", "m.2", body);
+  writeDeliver(batch, 3, 4, "m.3", "d", 1, body, 6);
+  const chunk = batch.take();
+  const spans: [number, number][] = [];
+  new FrameDecoder().each(chunk, (_data, start, end) => {
+    spans.push([start, end]);
+    return true;
+  });
+  expect(spans.length).toBe(3);
+  const [first, second, third] = spans as [[number, number], [number, number], [number, number]];
+  expect(readDeliver(chunk, ...first)).toMatchObject({ sub: 1, tag: 2, messageId: "m.1", destination: "d", created: 5 });
+  expect(readSend(chunk, ...second)).toMatchObject({ ref: 7, channel: "e/v1/a", messageId: "m.2" });
+  expect(readDeliver(chunk, ...third)).toMatchObject({ sub: 3, tag: 4, messageId: "m.3", nbRequeues: 1 });
+  expect(decode(readSend(chunk, ...second)!.body)).toEqual({ n: 1 });
+  // A frame's end is a hard limit: with it moved one byte short or long, nothing is read.
+  expect(readDeliver(chunk, first[0], first[1] - 1)).toBeUndefined();
+  expect(readDeliver(chunk, first[0], first[1] + 1)).toBeUndefined();
+  expect(readSend(chunk, second[0], second[1] - 1)).toBeUndefined();
+  expect(readSend(chunk, second[0], second[1] + 1)).toBeUndefined();
+});
