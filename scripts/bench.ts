@@ -27,11 +27,29 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import type { Subprocess } from "bun";
 import { encode } from "../src/protocol/cbor.ts";
 import { payload } from "./bench_client.ts";
+import {
+  CHILD_ENV,
+  Child,
+  cleanup,
+  cpuTimes,
+  cpuTotal,
+  machineBusySeconds,
+  ROOT,
+  tempDirs,
+  withTimeout,
+} from "./bench/processes.ts";
+import { cpuLine, fmt, medianOf, ms, row, table } from "./bench/report.ts";
+import {
+  type Median,
+  type PublisherResult,
+  type ReceiverResult,
+  type RunResult,
+  type Snapshot,
+  summarize,
+} from "./bench/results.ts";
 
-const ROOT = resolve(import.meta.dir, "..");
 const BUN = process.execPath;
 const CLIENT = join(ROOT, "scripts", "bench_client.ts");
 const BROKER_CONFIG = {
@@ -59,7 +77,6 @@ const BROKER_CONFIG = {
     },
   },
 };
-const CLK_TCK = 100; // Linux USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s
 
 // ── arguments ──────────────────────────────────────────────────────────────────────────────────
 
@@ -109,99 +126,7 @@ const LISTENERS = 4;
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
 if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of seconds > 0: ${args.timeout}`);
 
-// ── processes ──────────────────────────────────────────────────────────────────────────────────
-
-/** Every live subprocess, so SIGINT and timeouts can end them (by their handle, never by name). */
-const live = new Set<Subprocess>();
-const tempDirs = new Set<string>();
-
-/**
- * Every process runs with the allocator setting `npm start` and the systemd unit use: without it,
- * mimalloc hands freed pages back to the OS every few ms and about a third of the CPU goes to
- * madvise/page faults (README, Performance). Set MIMALLOC_PURGE_DELAY yourself to compare.
- */
-const CHILD_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
-
-/** A subprocess whose stdout speaks line by line: `ready`, `result <json>`, `partial <json>`. */
-class Child {
-  readonly proc: Subprocess<"ignore", "pipe", "pipe">;
-  readonly lines: string[] = [];
-  stderr = "";
-  readonly exited: Promise<number>;
-  #waiters: { prefix: string; resolve(line: string): void; reject(error: Error): void }[] = [];
-
-  constructor(readonly name: string, cmd: string[]) {
-    this.proc = Bun.spawn(cmd, { cwd: ROOT, env: CHILD_ENV, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-    live.add(this.proc);
-    void this.#read(this.proc.stdout, (line) => this.#line(line));
-    void this.#read(this.proc.stderr, (line) => {
-      this.stderr = (this.stderr + line + "\n").slice(-4000);
-    });
-    this.exited = this.proc.exited.then((code) => {
-      live.delete(this.proc);
-      // Let the last stdout lines arrive before failing those still waiting.
-      setTimeout(() => {
-        for (const waiter of this.#waiters) {
-          waiter.reject(new Error(`${this.name} exited with code ${code} before "${waiter.prefix}"${this.#tail()}`));
-        }
-        this.#waiters = [];
-      }, 50);
-      return code;
-    });
-  }
-
-  get pid(): number {
-    return this.proc.pid;
-  }
-
-  /** Resolves with the rest of the first line (past or future) that starts with `prefix`. */
-  waitFor(prefix: string): Promise<string> {
-    const found = this.lines.find((line) => line.startsWith(prefix));
-    if (found !== undefined) return Promise.resolve(found.slice(prefix.length).trim());
-    return new Promise((resolve, reject) => this.#waiters.push({ prefix, resolve, reject }));
-  }
-
-  async waitJson<T>(prefix: string): Promise<T> {
-    return JSON.parse(await this.waitFor(prefix)) as T;
-  }
-
-  /** SIGTERM, then SIGKILL if it is still there after `graceMs`. */
-  async stop(graceMs = 1000): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill("SIGTERM");
-    const timer = setTimeout(() => this.proc.kill("SIGKILL"), graceMs);
-    await this.exited;
-    clearTimeout(timer);
-  }
-
-  #line(line: string): void {
-    this.lines.push(line);
-    this.#waiters = this.#waiters.filter((waiter) => {
-      if (!line.startsWith(waiter.prefix)) return true;
-      waiter.resolve(line.slice(waiter.prefix.length).trim());
-      return false;
-    });
-  }
-
-  #tail(): string {
-    const text = this.stderr.trim();
-    return text ? `; stderr: ${text.split("\n").slice(-5).join(" | ")}` : "";
-  }
-
-  async #read(stream: ReadableStream<Uint8Array>, onLine: (line: string) => void): Promise<void> {
-    const decoder = new TextDecoder();
-    let buffered = "";
-    for await (const chunk of stream) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let newline: number;
-      while ((newline = buffered.indexOf("\n")) >= 0) {
-        onLine(buffered.slice(0, newline));
-        buffered = buffered.slice(newline + 1);
-      }
-    }
-    if (buffered) onLine(buffered);
-  }
-}
+// ── brokers and clients ─────────────────────────────────────────────────────────────────────────
 
 interface Broker {
   child: Child;
@@ -234,115 +159,7 @@ function spawnClient(role: string, options: Record<string, unknown>): Child {
   return new Child(`${role} ${options.clientId}`, [BUN, ...BUN_FLAGS, CLIENT, role, JSON.stringify(options)]);
 }
 
-/** CPU seconds the whole machine spent busy (every core, every process), from /proc/stat. */
-async function machineBusySeconds(): Promise<number> {
-  try {
-    const [user, nice, system, _idle, _iowait, irq, softirq, steal] = (await readFile("/proc/stat", "utf8"))
-      .split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-    return (user! + nice! + system! + irq! + softirq! + steal!) / CLK_TCK;
-  } catch {
-    return NaN;
-  }
-}
-
-/** CPU seconds (user, system) a live process has used so far, from /proc/<pid>/stat. */
-async function cpuTimes(pid: number): Promise<Cpu> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { user: Number(fields[11]) / CLK_TCK, system: Number(fields[12]) / CLK_TCK }; // utime, stime
-  } catch {
-    return { user: NaN, system: NaN };
-  }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout>;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
 // ── one run ────────────────────────────────────────────────────────────────────────────────────
-
-/** CPU seconds. */
-interface Cpu {
-  user: number;
-  system: number;
-}
-
-const cpuTotal = (cpu: Cpu) => cpu.user + cpu.system;
-
-interface Latency {
-  n: number;
-  min: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  p999: number;
-  max: number;
-  mean: number;
-}
-
-interface ReceiverResult {
-  role: string;
-  clientId: string;
-  expected: number;
-  received: number;
-  /** Received after the warm-up (`seq >= skip`): the rate's numerator. */
-  measured: number;
-  duplicates: number;
-  outOfRange: number;
-  errors: number;
-  firstAt: number;
-  lastAt: number;
-  latency: Latency | null;
-  /** The same percentiles with the warm-up included (null when there is no warm-up). */
-  latencyWholeRun: Latency | null;
-  cpu: { userMs: number; systemMs: number };
-}
-
-interface PublisherResult {
-  role: string;
-  sent: number;
-  confirmed: number;
-  failed: number;
-  firstError: string;
-  firstAt: number;
-  /** When the first send after the warm-up was made: the rate's window starts there. */
-  warmAt: number;
-  lastSendAt: number;
-  lastConfirmAt: number;
-  achievedRate?: number;
-  maxBatch?: number;
-  /** send() → confirmation, ms (publisher role). */
-  confirmLatency?: { p50: number; p99: number } | null;
-  maxBehindMs?: number;
-  /** CPU used before the first send (process start, connect). */
-  startCpu: { userMs: number; systemMs: number };
-  cpu: { userMs: number; systemMs: number };
-}
-
-interface RunResult {
-  /** Headline rate: msgs/s (a, c) or deliveries/s (b). */
-  rate: number;
-  /** Publisher's confirmed sends per second. */
-  confirmRate: number;
-  p50: number;
-  p99: number;
-  max: number;
-  elapsedS: number;
-  duplicates: number;
-  failedSends: number;
-  /** Messages delivered (all receivers): the divisor of the CPU-per-message figures. */
-  deliveries: number;
-  /** CPU while messages flowed: broker and receivers from the publisher's start, publisher from its first send. */
-  cpu: { broker: Cpu; publisher: Cpu; receivers: Cpu };
-  /** Cores kept busy by processes outside the benchmark during the run (shared machine). */
-  otherCores: number;
-  note: string;
-}
 
 interface Plan {
   /** Slave brokers next to the master (scenario f); every client is given every host. */
@@ -412,17 +229,6 @@ async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
   }
 }
 
-interface Snapshot {
-  at: number;
-  machine: number;
-  self: Cpu;
-  /** Every broker together (master and slaves). */
-  broker: Cpu;
-  /** Each broker, master first. */
-  brokers: Cpu[];
-  receivers: Cpu[];
-}
-
 /** CPU counters at one moment: the machine, this process, the brokers and the receivers. */
 async function snapshot(brokers: Broker[], receivers: Child[]): Promise<Snapshot> {
   const self = process.cpuUsage();
@@ -456,60 +262,6 @@ async function progress(children: Child[]): Promise<string> {
   return notes.length > 0 ? `\n      ${notes.join("\n      ")}` : "";
 }
 
-function summarize(
-  published: PublisherResult,
-  received: ReceiverResult[],
-  before: Snapshot,
-  after: Snapshot,
-): RunResult {
-  const lastAt = Math.max(...received.map((r) => r.lastAt));
-  const elapsedS = (lastAt - published.firstAt) / 1000;
-  const deliveries = received.reduce((sum, r) => sum + r.received, 0);
-  const measured = received.reduce((sum, r) => sum + r.measured, 0);
-  const measuredS = (lastAt - published.warmAt) / 1000;
-  const latencies = received.map((r) => r.latency).filter((l): l is Latency => l !== null);
-  // Several listeners: each one's percentiles are exact; the table shows the worst listener's.
-  const worst = (key: keyof Latency) => Math.max(...latencies.map((l) => l[key]));
-  const cpuS = (c: { userMs: number; systemMs: number }): Cpu => ({ user: c.userMs / 1000, system: c.systemMs / 1000 });
-  const minus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user - b.user, system: a.system - b.system });
-  const plus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user + b.user, system: a.system + b.system });
-  const brokerCpu = minus(after.broker, before.broker);
-  const receiversCpu = received.map((r, i) => minus(cpuS(r.cpu), before.receivers[i]!)).reduce(plus);
-  const publisherAll = cpuS(published.cpu);
-  const selfCpu = minus(after.self, before.self);
-  // Everything the machine did during the run that was not the benchmark's own processes.
-  const ours = [brokerCpu, receiversCpu, publisherAll, selfCpu].reduce((sum, c) => sum + cpuTotal(c), 0);
-  const otherCores = Math.max(0, (after.machine - before.machine - ours) / ((after.at - before.at) / 1000));
-  const notes: string[] = [];
-  if (published.failed > 0) notes.push(`${published.failed} sends failed (${published.firstError})`);
-  // The same figures over the whole run, warm-up included, so that both are on record.
-  if (measured < deliveries) {
-    const wholeRun = received.map((r) => r.latencyWholeRun).filter((l): l is Latency => l !== null);
-    const p99 = wholeRun.length > 0 ? `, p99 ${ms(Math.max(...wholeRun.map((l) => l.p99)))} ms` : "";
-    notes.push(`whole run ${fmt(deliveries / elapsedS)}/s${p99}`);
-  }
-  if (published.achievedRate !== undefined) {
-    notes.push(`sent at ${published.achievedRate}/s, ≤${published.maxBatch}/batch`);
-  }
-  if (published.confirmLatency) {
-    notes.push(`confirm p50 ${published.confirmLatency.p50} ms p99 ${published.confirmLatency.p99} ms`);
-  }
-  return {
-    rate: Math.round(measured / measuredS),
-    confirmRate: Math.round(published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000)),
-    p50: worst("p50"),
-    p99: worst("p99"),
-    max: worst("max"),
-    elapsedS,
-    duplicates: received.reduce((sum, r) => sum + r.duplicates, 0),
-    failedSends: published.failed,
-    deliveries,
-    cpu: { broker: brokerCpu, publisher: minus(publisherAll, cpuS(published.startCpu)), receivers: receiversCpu },
-    otherCores,
-    note: notes.join("; "),
-  };
-}
-
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
@@ -524,7 +276,6 @@ interface Scenario {
   versusA?: boolean;
 }
 
-type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
 
 /** 1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking, on `channel`. */
 function workQueuePlan(channel: string, run: number): Plan {
@@ -640,108 +391,13 @@ const SCENARIOS: Scenario[] = [
 
 // ── output ─────────────────────────────────────────────────────────────────────────────────────
 
-function fmt(value: number): string {
-  return Math.round(value).toLocaleString("en-US");
-}
-
-function ms(value: number): string {
-  return value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
-}
-
-const HEADER = [
-  "run",
-  "rate",
-  "confirms/s",
-  "p50 ms",
-  "p99 ms",
-  "max ms",
-  "wall s",
-  "cpu s broker/pub/recv",
-  "others",
-  "dup",
-  "note",
-];
-
-function row(label: string, r: Median & { note?: string }): string[] {
-  const c = r.cpu;
-  const cpu = `${cpuTotal(c.broker).toFixed(2)} / ${cpuTotal(c.publisher).toFixed(2)} / ${
-    cpuTotal(c.receivers).toFixed(2)
-  }`;
-  const others = `${r.otherCores.toFixed(2)} cores`;
-  return [
-    label,
-    fmt(r.rate),
-    fmt(r.confirmRate),
-    ms(r.p50),
-    ms(r.p99),
-    ms(r.max),
-    r.elapsedS.toFixed(2),
-    cpu,
-    others,
-    String(r.duplicates),
-    r.note ?? "",
-  ];
-}
-
-function table(rows: string[][]): string {
-  const widths = HEADER.map((_, i) => Math.max(...[HEADER, ...rows].map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
-    "  " +
-    cells.map((cell, i) => (i === 0 || i >= cells.length - 1 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-      .join("  ").trimEnd();
-  return [line(HEADER), ...rows.map(line)].join("\n");
-}
-
-/** Where the CPU went: µs per delivered message for each process kind, and cores kept busy. */
-function cpuLine(m: Median): string {
-  const per = (cpu: Cpu) => {
-    const total = cpuTotal(cpu);
-    return `${((total / m.deliveries) * 1e6).toFixed(1)} µs (${Math.round((cpu.system / total) * 100)}% sys)`;
-  };
-  const busy = (cpuTotal(m.cpu.broker) + cpuTotal(m.cpu.publisher) + cpuTotal(m.cpu.receivers)) / m.elapsedS;
-  return `CPU per delivery: broker ${per(m.cpu.broker)}, publisher ${per(m.cpu.publisher)}, ` +
-    `receivers ${per(m.cpu.receivers)}; ${busy.toFixed(2)} of ${navigator.hardwareConcurrency} cores busy`;
-}
-
 /** A median rate as a share of (a)'s median (measured earlier in the same run). */
 function versusA(rate: number): string {
   const a = MEDIAN_RATES.a;
   return a ? `${Math.round((rate / a) * 100)}% of (a)` : "(a) not run";
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((x, y) => x - y);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function medianOf(runs: RunResult[]): Median {
-  const m = (pick: (r: RunResult) => number) => median(runs.map(pick));
-  return {
-    rate: m((r) => r.rate),
-    confirmRate: m((r) => r.confirmRate),
-    p50: m((r) => r.p50),
-    p99: m((r) => r.p99),
-    max: m((r) => r.max),
-    elapsedS: m((r) => r.elapsedS),
-    duplicates: m((r) => r.duplicates),
-    failedSends: m((r) => r.failedSends),
-    deliveries: m((r) => r.deliveries),
-    otherCores: m((r) => r.otherCores),
-    cpu: {
-      broker: { user: m((r) => r.cpu.broker.user), system: m((r) => r.cpu.broker.system) },
-      publisher: { user: m((r) => r.cpu.publisher.user), system: m((r) => r.cpu.publisher.system) },
-      receivers: { user: m((r) => r.cpu.receivers.user), system: m((r) => r.cpu.receivers.system) },
-    },
-  };
-}
-
 // ── main ───────────────────────────────────────────────────────────────────────────────────────
-
-async function cleanup(): Promise<void> {
-  for (const proc of live) proc.kill("SIGKILL");
-  for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
-}
 
 process.on("SIGINT", () => {
   console.error("\nbench: interrupted; stopping the broker and clients");

@@ -1,0 +1,144 @@
+/**
+ * What the benchmark's clients report, and how one run's reports become its figures: rates after
+ * the warm-up (and over the whole run), worst-listener latency, CPU per process kind, and the
+ * cores other processes of the machine kept busy meanwhile.
+ */
+import { type Cpu, cpuTotal } from "./processes.ts";
+import { fmt, ms } from "./report.ts";
+
+export interface Latency {
+  n: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
+
+export interface ReceiverResult {
+  role: string;
+  clientId: string;
+  expected: number;
+  received: number;
+  /** Received after the warm-up (`seq >= skip`): the rate's numerator. */
+  measured: number;
+  duplicates: number;
+  outOfRange: number;
+  errors: number;
+  firstAt: number;
+  lastAt: number;
+  latency: Latency | null;
+  /** The same percentiles with the warm-up included (null when there is no warm-up). */
+  latencyWholeRun: Latency | null;
+  cpu: { userMs: number; systemMs: number };
+}
+
+export interface PublisherResult {
+  role: string;
+  sent: number;
+  confirmed: number;
+  failed: number;
+  firstError: string;
+  firstAt: number;
+  /** When the first send after the warm-up was made: the rate's window starts there. */
+  warmAt: number;
+  lastSendAt: number;
+  lastConfirmAt: number;
+  achievedRate?: number;
+  maxBatch?: number;
+  /** send() → confirmation, ms (publisher role). */
+  confirmLatency?: { p50: number; p99: number } | null;
+  maxBehindMs?: number;
+  /** CPU used before the first send (process start, connect). */
+  startCpu: { userMs: number; systemMs: number };
+  cpu: { userMs: number; systemMs: number };
+}
+
+export interface RunResult {
+  /** Headline rate: msgs/s (a, c) or deliveries/s (b). */
+  rate: number;
+  /** Publisher's confirmed sends per second. */
+  confirmRate: number;
+  p50: number;
+  p99: number;
+  max: number;
+  elapsedS: number;
+  duplicates: number;
+  failedSends: number;
+  /** Messages delivered (all receivers): the divisor of the CPU-per-message figures. */
+  deliveries: number;
+  /** CPU while messages flowed: broker and receivers from the publisher's start, publisher from its first send. */
+  cpu: { broker: Cpu; publisher: Cpu; receivers: Cpu };
+  /** Cores kept busy by processes outside the benchmark during the run (shared machine). */
+  otherCores: number;
+  note: string;
+}
+
+export interface Snapshot {
+  at: number;
+  machine: number;
+  self: Cpu;
+  /** Every broker together (master and slaves). */
+  broker: Cpu;
+  /** Each broker, master first. */
+  brokers: Cpu[];
+  receivers: Cpu[];
+}
+
+export type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
+
+export function summarize(
+  published: PublisherResult,
+  received: ReceiverResult[],
+  before: Snapshot,
+  after: Snapshot,
+): RunResult {
+  const lastAt = Math.max(...received.map((r) => r.lastAt));
+  const elapsedS = (lastAt - published.firstAt) / 1000;
+  const deliveries = received.reduce((sum, r) => sum + r.received, 0);
+  const measured = received.reduce((sum, r) => sum + r.measured, 0);
+  const measuredS = (lastAt - published.warmAt) / 1000;
+  const latencies = received.map((r) => r.latency).filter((l): l is Latency => l !== null);
+  // Several listeners: each one's percentiles are exact; the table shows the worst listener's.
+  const worst = (key: keyof Latency) => Math.max(...latencies.map((l) => l[key]));
+  const cpuS = (c: { userMs: number; systemMs: number }): Cpu => ({ user: c.userMs / 1000, system: c.systemMs / 1000 });
+  const minus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user - b.user, system: a.system - b.system });
+  const plus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user + b.user, system: a.system + b.system });
+  const brokerCpu = minus(after.broker, before.broker);
+  const receiversCpu = received.map((r, i) => minus(cpuS(r.cpu), before.receivers[i]!)).reduce(plus);
+  const publisherAll = cpuS(published.cpu);
+  const selfCpu = minus(after.self, before.self);
+  // Everything the machine did during the run that was not the benchmark's own processes.
+  const ours = [brokerCpu, receiversCpu, publisherAll, selfCpu].reduce((sum, c) => sum + cpuTotal(c), 0);
+  const otherCores = Math.max(0, (after.machine - before.machine - ours) / ((after.at - before.at) / 1000));
+  const notes: string[] = [];
+  if (published.failed > 0) notes.push(`${published.failed} sends failed (${published.firstError})`);
+  // The same figures over the whole run, warm-up included, so that both are on record.
+  if (measured < deliveries) {
+    const wholeRun = received.map((r) => r.latencyWholeRun).filter((l): l is Latency => l !== null);
+    const p99 = wholeRun.length > 0 ? `, p99 ${ms(Math.max(...wholeRun.map((l) => l.p99)))} ms` : "";
+    notes.push(`whole run ${fmt(deliveries / elapsedS)}/s${p99}`);
+  }
+  if (published.achievedRate !== undefined) {
+    notes.push(`sent at ${published.achievedRate}/s, ≤${published.maxBatch}/batch`);
+  }
+  if (published.confirmLatency) {
+    notes.push(`confirm p50 ${published.confirmLatency.p50} ms p99 ${published.confirmLatency.p99} ms`);
+  }
+  return {
+    rate: Math.round(measured / measuredS),
+    confirmRate: Math.round(published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000)),
+    p50: worst("p50"),
+    p99: worst("p99"),
+    max: worst("max"),
+    elapsedS,
+    duplicates: received.reduce((sum, r) => sum + r.duplicates, 0),
+    failedSends: published.failed,
+    deliveries,
+    cpu: { broker: brokerCpu, publisher: minus(publisherAll, cpuS(published.startCpu)), receivers: receiversCpu },
+    otherCores,
+    note: notes.join("; "),
+  };
+}
