@@ -10,10 +10,10 @@
  * No I/O and no timers here: the broker calls `tick(now)` and injects the clock, so tests can
  * drive time.
  */
-import { Deque } from "./deque.ts";
+import { Groups } from "./groups.ts";
 import { MinHeap } from "./heap.ts";
 import { WaitingList } from "./waiting.ts";
-import { Copy, CopyState, Group, type Handler, type Message, Pool } from "./message.ts";
+import { Copy, CopyState, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "./config.ts";
 import type { ChannelSettings as QueueSettings } from "./config.ts";
@@ -55,9 +55,7 @@ export class Queue {
    * promoted). It drops nothing on its own account (overflow, ttl): the master still serves it.
    */
   mirroring = false;
-  readonly #groups = new Map<string, Group>();
-  /** Number of handlers registered per id (`*` included), across groups. */
-  readonly #idHandlers = new Map<string, number>();
+  readonly #groups = new Groups();
   /** Copies nobody can receive yet, oldest first. */
   readonly #waiting = new WaitingList();
   /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
@@ -77,18 +75,18 @@ export class Queue {
   /** Adds a handler, hands it the messages waiting for its ids, then fills its prefetch. */
   subscribe(handler: Handler): void {
     this.#handlers.add(handler);
-    const group = this.#group(handler);
-    for (const id of handler.ids) this.#index(group, handler, id);
+    const group = this.#groups.of(handler);
+    for (const id of handler.ids) this.#groups.index(group, handler, id);
     this.#flushWaiting(group, handler.ids);
     this.pump(handler);
   }
 
   addIds(handler: Handler, ids: readonly string[]): void {
-    const group = this.#group(handler);
+    const group = this.#groups.of(handler);
     const added = ids.filter((id) => !handler.ids.has(id));
     for (const id of added) {
       handler.ids.add(id);
-      this.#index(group, handler, id);
+      this.#groups.index(group, handler, id);
     }
     this.#flushWaiting(group, new Set(added));
     this.pump(handler);
@@ -99,7 +97,7 @@ export class Queue {
     if (!group) return;
     for (const id of ids) {
       if (!handler.ids.delete(id)) continue;
-      this.#unindex(group, handler, id);
+      this.#groups.unindex(group, handler, id);
     }
     this.#batchParks(() => this.#parkOrphans(group));
   }
@@ -111,14 +109,14 @@ export class Queue {
   unsubscribe(handler: Handler): void {
     this.#handlers.delete(handler);
     const group = this.#groups.get(handler.groupKey);
-    if (group) for (const id of handler.ids) this.#unindex(group, handler, id);
+    if (group) for (const id of handler.ids) this.#groups.unindex(group, handler, id);
     handler.ids.clear();
     this.#batchParks(() => {
       // Even when its group is gone (all its ids were removed): requeue falls back to the copy's group.
       for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
       if (group) this.#parkOrphans(group);
     });
-    if (group && group.handlers.size === 0 && group.pools.size === 0) this.#groups.delete(group.key);
+    if (group) this.#groups.dropIfEmpty(group);
   }
 
   /** Gives a handler as many ready copies as its free prefetch slots allow. */
@@ -210,7 +208,7 @@ export class Queue {
         const copy = new Copy(message, destination, group);
         copy.deliveries = message.deliveries; // non-zero only for messages recovered at start
         message.copies?.push(copy);
-        this.#enqueue(copy, this.#pool(group, destination));
+        this.#enqueue(copy, this.#groups.pool(group, destination));
       }
     }
     return routed;
@@ -218,7 +216,7 @@ export class Queue {
 
   /** A broadcast goes to every id with a registration, as if sent to each; else to `*` itself. */
   #broadcastDestinations(): string[] {
-    const ids = [...this.#idHandlers.keys()].filter((id) => id !== "*");
+    const ids = [...this.#groups.registeredIds()].filter((id) => id !== "*");
     return ids.length > 0 ? ids : ["*"];
   }
 
@@ -313,7 +311,7 @@ export class Queue {
     // The group may have been dropped and re-created (its handlers left and came back).
     const group = this.#groups.get(copy.group!.key) ?? copy.group!;
     copy.group = group;
-    this.#enqueue(copy, this.#pool(group, copy.destination));
+    this.#enqueue(copy, this.#groups.pool(group, copy.destination));
   }
 
   #expireDeliveries(now: number): void {
@@ -445,7 +443,7 @@ export class Queue {
       this.#waiting.delete(copy);
       if (copy.group !== null) {
         copy.group = group;
-        this.#enqueue(copy, this.#pool(group, copy.destination));
+        this.#enqueue(copy, this.#groups.pool(group, copy.destination));
         continue;
       }
       if (!this.#route(copy.message)) {
@@ -483,47 +481,6 @@ export class Queue {
     if (--message.refs > 0) return;
     this.live--;
     this.hooks.onSettled(message);
-  }
-
-  // ── indexes ────────────────────────────────────────────────────────────────────────────────
-
-  #group(handler: Handler): Group {
-    let group = this.#groups.get(handler.groupKey);
-    if (!group) {
-      group = new Group(handler.groupKey, handler.kind);
-      this.#groups.set(handler.groupKey, group);
-    }
-    return group;
-  }
-
-  #pool(group: Group, destination: string): Pool {
-    let pool = group.pools.get(destination);
-    if (!pool) {
-      pool = new Pool(group, destination, new Deque());
-      group.pools.set(destination, pool);
-    }
-    return pool;
-  }
-
-  #index(group: Group, handler: Handler, id: string): void {
-    const list = group.handlers.get(id);
-    if (list) {
-      if (list.includes(handler)) return;
-      list.push(handler);
-      list.sort((a, b) => a.seq - b.seq);
-    } else group.handlers.set(id, [handler]);
-    this.#idHandlers.set(id, (this.#idHandlers.get(id) ?? 0) + 1);
-  }
-
-  #unindex(group: Group, handler: Handler, id: string): void {
-    const list = group.handlers.get(id);
-    const at = list ? list.indexOf(handler) : -1;
-    if (!list || at < 0) return;
-    list.splice(at, 1);
-    if (list.length === 0) group.handlers.delete(id);
-    const count = (this.#idHandlers.get(id) ?? 1) - 1;
-    if (count === 0) this.#idHandlers.delete(id);
-    else this.#idHandlers.set(id, count);
   }
 
   // ── inspection and purge (admin API) ───────────────────────────────────────────────────────
