@@ -5,6 +5,8 @@
  * and again: the generic decoder builds every map key ("seq", "user", "amount"…) and every short
  * value afresh for each message. This reader keeps the strings it made, by their bytes, and hands
  * the same string back when the same bytes come again: fewer allocations, fewer GC pauses.
+ * Measured on 3-field bodies: 0.12 µs instead of 0.6–0.7 µs when the strings repeat, and about
+ * the generic decoder's cost (0.74 against 0.70 µs) when every string is new.
  *
  * It reads the plain RFC 8949 subset that `encode` writes for JSON-like data: integers, floats,
  * text, bytes, arrays, maps with text keys, true/false/null/undefined. Anything else (tags such
