@@ -279,23 +279,9 @@ async function publish(options: Options): Promise<void> {
   const firstAt = now();
   pump();
   await confirmations.finished;
-  const { confirmed, failed, firstError, lastConfirmAt } = confirmations;
-  emit("result", {
-    role: "publisher",
-    sent,
-    confirmed,
-    failed,
-    firstError,
-    firstAt,
-    warmAt,
-    lastSendAt,
-    lastConfirmAt,
+  await finishPublisher(mq, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
     confirmLatency: percentiles(confirmLatency, confirmedSeen, warmup, count),
-    startCpu,
-    cpu: cpu(),
   });
-  await mq.disconnect();
-  process.exit(0);
 }
 
 /**
@@ -334,23 +320,22 @@ async function publishAtRate(options: Options): Promise<void> {
   };
   tick();
   await confirmations.finished;
-  const { confirmed, failed, firstError, lastConfirmAt } = confirmations;
-  emit("result", {
-    role: "publisher",
-    sent,
-    confirmed,
-    failed,
-    firstError,
-    firstAt,
-    warmAt,
-    lastSendAt,
-    lastConfirmAt,
+  await finishPublisher(mq, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
     maxBatch,
     maxBehindMs: round(maxBehindMs),
-    startCpu,
-    cpu: cpu(),
   });
+}
+
+/** Both publishers' end: the result line (common fields, then the role's own), then exit. */
+async function finishPublisher(
+  mq: Awaited<ReturnType<typeof connect>>,
+  confirmations: Confirmations,
+  run: { sent: number; firstAt: number; warmAt: number; lastSendAt: number; startCpu: ReturnType<typeof cpu> },
+  extra: Record<string, unknown>,
+): Promise<void> {
+  const { confirmed, failed, firstError, lastConfirmAt } = confirmations;
+  emit("result", { role: "publisher", ...run, confirmed, failed, firstError, lastConfirmAt, ...extra, cpu: cpu() });
   await mq.disconnect();
   process.exit(0);
 }

@@ -32,6 +32,7 @@ import { parseConfig } from "../src/server/config.ts";
 import { memoryLogger } from "../src/server/log.ts";
 import { type Connection, Session } from "../src/server/session.ts";
 import { PROTOCOL_VERSION } from "../src/version.ts";
+import { mulberry32 } from "../tests/helpers/random.ts";
 
 export interface FuzzOptions {
   inputs: number;
@@ -55,17 +56,6 @@ export interface FuzzReport {
 }
 
 // ── seeded randomness ────────────────────────────────────────────────────────────────────────
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Rng {
   readonly next: () => number;

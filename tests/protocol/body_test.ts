@@ -1,6 +1,7 @@
 import { describe, expect, it } from "bun:test";
 import { DECLINED, decodeBody, readBody } from "../../src/protocol/body.ts";
 import { decode, encode } from "../../src/protocol/cbor.ts";
+import { mulberry32 } from "../helpers/random.ts";
 
 /** What the generic decoder gives for `bytes`: its value, or the message of what it threw. */
 function generic(bytes: Uint8Array): { value?: unknown; error?: string } {
@@ -19,13 +20,9 @@ function fast(bytes: Uint8Array): { value?: unknown; error?: string } {
   }
 }
 
-/** A seeded generator, so that a failure can be replayed. */
+/** Random JSON-like values from a seed, so that a failure can be replayed. */
 function random(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
+  const next = mulberry32(seed);
   const int = (n: number) => Math.floor(next() * n);
   const words = ["id", "seq", "user", "type", "amount", "é", "🐱", "", "order.created", "a".repeat(40)];
   const value = (depth: number): unknown => {

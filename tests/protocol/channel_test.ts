@@ -10,18 +10,7 @@ import {
   versionProblem,
   WILDCARD,
 } from "../../src/protocol/channel.ts";
-import { KittenError } from "../../src/protocol/errors.ts";
-
-/** Runs `fn`, which must throw, and returns what it threw. */
-function thrown(fn: () => unknown): KittenError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(KittenError);
-    return error as KittenError;
-  }
-  throw new Error("expected a throw");
-}
+import { thrown } from "../helpers/errors.ts";
 
 describe("channel", () => {
   it("parseChannel() splits endpoint, version and id", () => {

@@ -15,7 +15,7 @@ import {
   opOf,
 } from "../../src/protocol/ops.ts";
 import { mulberry32 } from "../helpers/random.ts";
-
+import { thrown } from "../helpers/errors.ts";
 
 function concat(...parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -41,17 +41,6 @@ function header(length: number): Uint8Array {
 /** Copies of the bodies, so that comparisons never depend on buffers reused later. */
 function copies(frames: Uint8Array[]): number[][] {
   return frames.map((f) => [...f]);
-}
-
-/** Runs `fn`, which must throw a KittenError, and returns it. */
-function thrown(fn: () => unknown): KittenError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(KittenError);
-    return error as KittenError;
-  }
-  throw new Error("expected a throw");
 }
 
 const BODIES = [

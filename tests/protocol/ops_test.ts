@@ -1,5 +1,4 @@
 import { describe, expect, it } from "bun:test";
-import { KittenError } from "../../src/protocol/errors.ts";
 import {
   checkAck,
   checkHello,
@@ -13,17 +12,7 @@ import {
   opOf,
   refOf,
 } from "../../src/protocol/ops.ts";
-
-/** Runs `fn`, which must throw a KittenError, and returns it. */
-function thrown(fn: () => unknown): KittenError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(KittenError);
-    return error as KittenError;
-  }
-  throw new Error("expected a throw");
-}
+import { thrown } from "../helpers/errors.ts";
 
 const BODY = new Uint8Array([1, 2, 3]);
 

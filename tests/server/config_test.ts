@@ -10,17 +10,13 @@ import {
   loadConfigFile,
   parseConfig,
 } from "../../src/server/config.ts";
+import { thrown } from "../helpers/errors.ts";
 
 /** Runs `fn`, expects a CONFIG_INVALID KittenError and returns it. */
 function configError(fn: () => unknown): KittenError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(KittenError);
-    expect((error as KittenError).code).toBe("CONFIG_INVALID");
-    return error as KittenError;
-  }
-  throw new Error("expected a CONFIG_INVALID error, got none");
+  const error = thrown(fn);
+  expect(error.code).toBe("CONFIG_INVALID");
+  return error;
 }
 
 async function configErrorAsync(promise: Promise<unknown>): Promise<KittenError> {
