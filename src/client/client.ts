@@ -14,8 +14,10 @@ import {
   FrameBatch,
   isErrorCode,
   KittenError,
+  MAX_NACK_DELAY_SECONDS,
   OP,
   parseChannel,
+  queueName,
   RecentMap,
   writeSend,
 } from "../protocol/mod.ts";
@@ -61,9 +63,6 @@ const CONFIRMED_WINDOW = 20_000;
 /** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
 const ACKED_WINDOW = 20_000;
 
-/** The longest nack delay the broker accepts (one year); longer requests are capped. */
-const MAX_DELAY_SECONDS = 31_536_000;
-
 export class Client extends EventEmitter {
   #options: ClientOptions | null = null;
   #connections: HostConnection[] = [];
@@ -83,7 +82,7 @@ export class Client extends EventEmitter {
     problem: (error) => this.#report(error),
   });
   /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
-  readonly #acked = new RecentMap<string, true>(ACKED_WINDOW);
+  readonly #acked = new RecentMap<string, AckedDelivery>(ACKED_WINDOW);
   /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
   readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
@@ -130,20 +129,15 @@ export class Client extends EventEmitter {
         open: (connection) => this.#onOpen(connection),
         close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
-        frame: (connection, value) => this.#onFrame(connection, value),
-        deliver: (connection, delivery) => this.#onDeliver(connection, delivery),
+        frame: (connection, value) => this.#guarded(() => this.#onFrame(connection, value)),
+        deliver: (connection, delivery) => this.#guarded(() => this.#onDeliver(connection, delivery)),
       }, this.#dial, prove)
     );
     keys.then(
       () => {
         for (const connection of this.#connections) connection.start();
       },
-      (error: KittenError) => {
-        this.#connections = [];
-        this.#options = null;
-        for (const waiter of this.#connectWaiters) waiter.reject(error);
-        this.#connectWaiters = [];
-      },
+      (error: KittenError) => this.#reset(error),
     );
     return withCallback(done, callback);
   }
@@ -208,20 +202,28 @@ export class Client extends EventEmitter {
   /** Closes every connection; unconfirmed sends and requests are rejected with CLOSED. */
   disconnect(callback?: Callback): Promise<void> {
     const wasConnected = this.isConnected();
+    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"));
+    if (wasConnected) this.emit("disconnect");
+    return withCallback(Promise.resolve(), callback);
+  }
+
+  /**
+   * Back to idle (disconnect, keys that cannot be read, every host refusing): links stopped, and
+   * every send, request, registration and connect() still waiting is rejected with `error`, so
+   * nothing waits for a connection that will not come. Subscriptions stay, for the next connect().
+   */
+  #reset(error: KittenError): void {
     for (const connection of this.#connections) connection.stop();
     this.#connections = [];
     this.#options = null;
-    const closed = new KittenError("CLOSED", "Cannot complete: the client was disconnected");
     for (const pending of [...this.#sends.values(), ...this.#requests.values(), ...this.#connectWaiters]) {
-      pending.reject(closed);
+      pending.reject(error);
     }
     this.#sends.clear();
     this.#requests.clear();
-    for (const { subscription } of this.#registrations.values()) subscription.abandon(closed);
-    this.#registrations.clear();
     this.#connectWaiters = [];
-    if (wasConnected) this.emit("disconnect");
-    return withCallback(Promise.resolve(), callback);
+    for (const { subscription } of this.#registrations.values()) subscription.abandon(error);
+    this.#registrations.clear();
   }
 
   // ── subscriptions and requests ─────────────────────────────────────────────────────────────
@@ -238,7 +240,7 @@ export class Client extends EventEmitter {
     });
     if (subscription.invalid) {
       const error = subscription.invalid;
-      queueMicrotask(() => subscription.settle(error));
+      queueMicrotask(() => this.#guarded(() => subscription.settle(error)));
       return subscription;
     }
     this.#subscriptions.set(subscription.sub, subscription);
@@ -315,13 +317,8 @@ export class Client extends EventEmitter {
 
   #onRefused(_connection: HostConnection, error: KittenError): void {
     this.#report(error);
-    if (this.#connections.every((c) => c.state === "stopped")) {
-      // Every host refused: the client is idle again and connect() may be called anew.
-      this.#connections = [];
-      this.#options = null;
-      for (const waiter of this.#connectWaiters) waiter.reject(error);
-      this.#connectWaiters = [];
-    }
+    // Every host refused: the client is idle again and connect() may be called anew.
+    if (this.#connections.every((c) => c.state === "stopped")) this.#reset(error);
   }
 
   #onFrame(connection: HostConnection, value: unknown[]): void {
@@ -365,7 +362,7 @@ export class Client extends EventEmitter {
     const send = this.#sends.get(ref);
     if (send && fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, ref);
     if (send && (fromSlave || !this.#masters.isMaster(connection))) return;
-    if (send && !error && this.#connections.length > 1) this.#rememberConfirmed(ref, send.frame);
+    if (send && !error && this.#connections.length > 1) this.#confirmed.set(ref, send.frame);
     const pending = send ?? this.#requests.get(ref);
     if (pending) {
       this.#sends.delete(ref);
@@ -386,7 +383,7 @@ export class Client extends EventEmitter {
     const generation = connection.generation;
     // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
     // an acked message again): acked before means settle it again, once, without the handler.
-    if (this.#connections.length > 1 && this.#acked.has(ackKey(subscription, destination, messageId))) {
+    if (this.#connections.length > 1 && this.#acked.has(ackedOf(subscription, destination, messageId).key)) {
       return this.#ack(connection, subscription, tag, destination, messageId);
     }
     let message: unknown;
@@ -409,7 +406,7 @@ export class Client extends EventEmitter {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
       if (ok !== false) return this.#ack(connection, subscription, tag, destination, messageId);
-      connection.send([OP.NACK, sub, tag, Math.min(MAX_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
+      connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
     };
     try {
       if (subscription.kind === "consume") {
@@ -431,10 +428,9 @@ export class Client extends EventEmitter {
   #ack(connection: HostConnection, subscription: Subscription, tag: number, destination: string, messageId: string): void {
     connection.ack(subscription.sub, tag);
     if (this.#connections.length === 1) return;
-    const kind = subscription.kind === "consume" ? 1 : 0;
-    const queue = `${subscription.endpoint}/${subscription.version}`;
-    for (const other of this.#connections) if (other !== connection) other.mirror(kind, queue, destination, messageId);
-    this.#rememberAcked(ackKey(subscription, destination, messageId));
+    const acked = ackedOf(subscription, destination, messageId);
+    for (const other of this.#connections) if (other !== connection) other.mirror(acked.kind, acked.queue, destination, messageId);
+    this.#acked.set(acked.key, acked);
   }
 
   /** A handler threw: the message is requeued (at least once) and the error reported. */
@@ -466,18 +462,24 @@ export class Client extends EventEmitter {
    */
   #catchUp(connection: HostConnection): void {
     for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
-    for (const key of this.#acked.keys()) {
-      const [kind, queue, destination, messageId] = key.split("|") as [string, string, string, string];
-      connection.mirror(kind === "consume" ? 1 : 0, queue, destination, messageId);
+    for (const [, acked] of this.#acked.entries()) connection.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+  }
+
+  /**
+   * Runs what a frame from the broker triggers. A throw (a user handler called with an error, a
+   * malformed frame) is reported, never thrown into the socket's callback, where it would cut the
+   * rest of the chunk's frames off.
+   */
+  #guarded(work: () => void): void {
+    try {
+      work();
+    } catch (error) {
+      try {
+        this.#report(error instanceof Error ? error : new Error(String(error)));
+      } catch {
+        // an "error" listener that throws: nothing left to tell
+      }
     }
-  }
-
-  #rememberConfirmed(ref: number, frame: Uint8Array): void {
-    this.#confirmed.set(ref, frame);
-  }
-
-  #rememberAcked(key: string): void {
-    this.#acked.set(key, true);
   }
 
   #report(error: Error): void {
@@ -497,9 +499,20 @@ function randomPrefix(): string {
   return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
 }
 
-/** Identifies one delivery target of a message, for the recently-acked window. */
-function ackKey(subscription: Subscription, destination: string, messageId: string): string {
-  return `${subscription.kind}|${subscription.endpoint}/${subscription.version}|${destination}|${messageId}`;
+/** One acked delivery target of a message, remembered to recognise it after a failover. */
+interface AckedDelivery {
+  /** Unambiguous whatever the ids contain (a separator character could appear in them). */
+  key: string;
+  kind: 0 | 1;
+  queue: string;
+  destination: string;
+  messageId: string;
+}
+
+function ackedOf(subscription: Subscription, destination: string, messageId: string): AckedDelivery {
+  const kind = subscription.kind === "consume" ? 1 : 0;
+  const queue = queueName(subscription.endpoint, subscription.version);
+  return { key: JSON.stringify([kind, queue, destination, messageId]), kind, queue, destination, messageId };
 }
 
 /** Creates a client (the original API: `require('kitten-mq').client()`). */

@@ -8,6 +8,7 @@ import {
   type DeliverFields,
   readDeliver,
   encode,
+  frame,
   FrameBatch,
   FrameDecoder,
   type HelloOptions,
@@ -204,6 +205,7 @@ export class HostConnection {
           if (this.#transport === transport) transport.write(frameOf(op));
         },
         (error: KittenError) => {
+          if (this.#transport !== transport) return; // a proof for a link that is gone
           this.stop();
           this.events.refused(this, error);
         },
@@ -268,7 +270,5 @@ export class HostConnection {
 }
 
 function frameOf(op: unknown[]): Uint8Array {
-  const batch = new FrameBatch(256);
-  batch.push(encode(op));
-  return batch.take();
+  return frame(encode(op));
 }

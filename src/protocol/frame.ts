@@ -50,7 +50,8 @@ export class FrameDecoder {
   /**
    * Calls `visit(data, start, end)` for every complete frame body in the bytes received so far,
    * in order, without allocating a view per frame: the body is `data[start, end)`, valid during
-   * the call. `visit` returns false to stop (the connection closed): the rest is dropped.
+   * the call. `visit` returns false to stop (the connection closed): the rest is dropped. If
+   * `visit` throws, the frames after that one are kept for the next call and the error passes on.
    * Throws `KittenError("FRAME_TOO_LARGE")` on an oversized length prefix, after visiting the
    * frames before it.
    */
@@ -67,18 +68,26 @@ export class FrameDecoder {
       this.#pendingLength = 0;
     }
     let offset = 0;
-    while (data.length - offset >= FRAME_HEADER_SIZE) {
-      const length = this.#check(readLength(data, offset));
-      const end = offset + FRAME_HEADER_SIZE + length;
-      if (end > data.length) break;
-      const start = offset + FRAME_HEADER_SIZE;
-      offset = end;
-      if (!visit(data, start, end)) return;
-    }
-    if (offset < data.length) {
-      // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
-      this.#pending = data.slice(offset);
-      this.#pendingLength = this.#pending.length;
+    let stopped = false;
+    try {
+      while (data.length - offset >= FRAME_HEADER_SIZE) {
+        const length = this.#check(readLength(data, offset));
+        const end = offset + FRAME_HEADER_SIZE + length;
+        if (end > data.length) break;
+        const start = offset + FRAME_HEADER_SIZE;
+        offset = end;
+        if (!visit(data, start, end)) {
+          stopped = true;
+          break;
+        }
+      }
+    } finally {
+      // Even when `visit` throws, the frames after it stay buffered: the stream stays aligned.
+      if (!stopped && offset < data.length) {
+        // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
+        this.#pending = data.slice(offset);
+        this.#pendingLength = this.#pending.length;
+      }
     }
   }
 

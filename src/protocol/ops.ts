@@ -202,11 +202,14 @@ export function checkAck(v: unknown[]): AckOp {
   return v as AckOp;
 }
 
+/** The longest nack delay, in seconds (one year); the client caps longer requests to it. */
+export const MAX_NACK_DELAY_SECONDS = 31_536_000;
+
 export function checkNack(v: unknown[]): NackOp {
   if (!isUint(v[1])) throw bad("nack", "subscription id must be an unsigned integer");
   if (!isUint(v[2])) throw bad("nack", "delivery tag must be an unsigned integer");
-  if (typeof v[3] !== "number" || !(v[3] >= 0) || v[3] > 31_536_000) {
-    throw bad("nack", "delay must be a number of seconds between 0 and 31536000");
+  if (typeof v[3] !== "number" || !(v[3] >= 0) || v[3] > MAX_NACK_DELAY_SECONDS) {
+    throw bad("nack", `delay must be a number of seconds between 0 and ${MAX_NACK_DELAY_SECONDS}`);
   }
   return v as NackOp;
 }

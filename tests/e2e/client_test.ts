@@ -311,6 +311,36 @@ it("e2e: client connect() can be called again after a refusal (AUTH_FAILED)", as
   expect(mq.isConnected()).toBe(true);
 });
 
+it("e2e: client sends made before a refused connect() are rejected with the refusal, not left waiting", async () => {
+  const broker = cleanup.broker({ socketServer: { token: "s3cret" } });
+  const mq = cleanup.add(client());
+  mq.on("error", () => {});
+  const early = mq.send("refused/v1/1", "queued before connect");
+  const refused = await rejection(
+    mq.connect({ hosts: [`${broker.host}#wrong`], clientId: clientId(), keysDirectory: testKeysDirectory }),
+  );
+  expect(refused.code).toBe("AUTH_FAILED");
+  expect((await rejection(early)).code).toBe("AUTH_FAILED");
+});
+
+it("e2e: a handler that throws on its registration error is reported, and the client keeps working", async () => {
+  const broker = cleanup.broker();
+  const mq = cleanup.add(client());
+  const errors: string[] = [];
+  mq.on("error", (error: Error) => errors.push(error.message));
+  await mq.connect({ hosts: [broker.host], clientId: clientId(), keysDirectory: testKeysDirectory });
+  mq.listen("*/v1/1", () => {
+    throw new Error("handler threw on its error");
+  });
+  const got: Received[] = [];
+  const worker = mq.consume("after-throw/v1/1", recorder(got));
+  await worker.ready;
+  await mq.send("after-throw/v1/1", "still delivered");
+  await waitFor(() => got.length === 1 && errors.length > 0);
+  expect(errors).toContain("handler threw on its error");
+  expect(got[0]!.message).toBe("still delivered");
+});
+
 it("e2e: client drops and retries a host that accepts the connection but never answers (handshakeTimeoutMs)", async () => {
   const broker = cleanup.broker();
   const sockets: import("node:net").Socket[] = [];

@@ -537,12 +537,14 @@ it("cluster: a slave that was away while the master confirmed messages, then pro
   expect(numbers(got).toSorted((x, y) => x - y)).toEqual(range(0, 10)); // every confirmed message
 });
 
-it("cluster: a slave that was away while messages were acked drops them once it is back", async () => {
+// An id holding "|" once broke the client's record of acks (it split a joined key on "|").
+for (const id of ["x", "x|y"]) {
+it(`cluster: a slave that was away while messages were acked drops them once it is back (id "${id}")`, async () => {
   const [a, b, c] = cluster(3, { durability: "fsync" });
   const hosts = [a!.host, b!.host, c!.host];
   const { mq: publisher } = await clusterClient(hosts);
   await allConnected(publisher);
-  await Promise.all(range(0, 5).map((n) => publisher.send("gone/v1/x", { n })));
+  await Promise.all(range(0, 5).map((n) => publisher.send(`gone/v1/${id}`, { n })));
   await waitFor(() => b!.live("gone/v1") === 5);
   await b!.stop();
   const { mq: consumer } = await clusterClient(hosts);
@@ -559,6 +561,7 @@ it("cluster: a slave that was away while messages were acked drops them once it 
   // again when it is promoted.
   expect(b!.live("gone/v1")).toBe(0);
 });
+}
 
 it("cluster: a planned switchover — the demoted master drops the copies acked on the new one", async () => {
   const [a, b] = cluster(2);

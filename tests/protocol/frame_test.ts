@@ -200,6 +200,22 @@ describe("frame", () => {
     expect(before).toEqual([10]);
   });
 
+  it("FrameDecoder.each() keeps the frames after one whose visitor threw, for the next call", () => {
+    const decoder = new FrameDecoder();
+    const failure = new Error("handler failed");
+    expect(() =>
+      decoder.each(concat(frame(bytes(3, 1)), frame(bytes(4, 2)), frame(bytes(5, 3)).subarray(0, 6)), () => {
+        throw failure;
+      })
+    ).toThrow(failure);
+    const seen: number[][] = [];
+    decoder.each(frame(bytes(5, 3)).subarray(6), (data, start, end) => {
+      seen.push([...data.subarray(start, end)]);
+      return true;
+    });
+    expect(seen).toEqual([[...bytes(4, 2)], [...bytes(5, 3)]]);
+  });
+
   it("FrameDecoder.push() reads a 0xFFFFFFFF length as unsigned and throws FRAME_TOO_LARGE", () => {
     const error = thrown(() => new FrameDecoder().push(new Uint8Array([0xff, 0xff, 0xff, 0xff])));
     expect(error.code).toBe("FRAME_TOO_LARGE");
