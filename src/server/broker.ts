@@ -4,7 +4,7 @@
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
 import { KittenError, parseChannel, queueName, RecentMap } from "../protocol/mod.ts";
-import { channelSettings, type Config } from "./config.ts";
+import { channelSettings, type Config, durableKey } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
 import { encode } from "../protocol/cbor.ts";
@@ -14,7 +14,7 @@ import { KeyRegistry } from "./pinning.ts";
 import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./rules.ts";
 import type { AuthProof } from "../protocol/ops.ts";
 import { Logger } from "./log.ts";
-import { Handler, type HandlerKind, Message } from "./message.ts";
+import { groupKeyOf, Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
 import type { Store, StoredMessage } from "./store/store.ts";
@@ -197,22 +197,39 @@ export class Broker {
     return typeof stored === "number" ? stored : Number(stored ?? 0) || 0;
   }
 
-  /** Swaps in a validated configuration; queues pick up their new settings at once. */
+  /**
+   * Swaps in a validated configuration; queues pick up their new settings at once. Throws (and
+   * changes nothing) when the config needs a store this broker did not open, or when the epoch
+   * of a promotion cannot be written.
+   */
   reload(config: Config): void {
+    const durable = durableKey(config);
+    if (durable !== null && this.store === null) {
+      // Accepting it would confirm sends "on disk" that no store writes.
+      throw new KittenError(
+        "CONFIG_INVALID",
+        `Cannot reload: ${durable} asks for a durable mode, but this broker started without a store ` +
+          `(every queue in memory); restart it to open one in its dataDirectory`,
+      );
+    }
     const wasMaster = this.isMaster;
     const promoted = config.isMaster && (!this.config.isMaster || this.fencedBy !== null);
+    const rules = compileRules(config.rules);
+    const schemas = compileSchemas(config.channels).schemas;
+    // A new epoch on every promotion, on disk before anything changes: a store that refuses it
+    // (STORE_UNAVAILABLE) leaves the broker as it was, not half promoted.
+    const epoch = promoted ? Math.max(this.#loadEpoch(), this.#epochSeen()) + 1 : this.epoch;
+    if (promoted) this.store?.setMeta("epoch", epoch);
     this.config = config;
-    this.rules = compileRules(config.rules);
-    this.schemas = compileSchemas(config.channels).schemas;
+    this.rules = rules;
+    this.schemas = schemas;
     this.#routes.clear(); // routes cache each queue's schema
     if (config.registeredClientsPath !== this.registry.directory) this.registry = new KeyRegistry(config.registeredClientsPath);
     else this.registry.forget();
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     if (promoted) {
-      // A new epoch on every promotion, on disk before the first delivery as master.
-      this.epoch = Math.max(this.#loadEpoch(), this.#epochSeen()) + 1;
-      this.store?.setMeta("epoch", this.epoch);
+      this.epoch = epoch;
       this.fencedBy = null;
       this.#slaveIndex.clear();
       this.#earlyAcks.clear();
@@ -350,8 +367,7 @@ export class Broker {
     const queue = this.queue(queueName(endpoint, version));
     const limit = kind === "consume" ? queue.settings.prefetch : queue.settings.listenerPrefetch;
     const prefetch = Math.min(requestedPrefetch ?? limit, limit);
-    const groupKey = kind === "consume" ? "consume" : `listen:${session.clientId}`;
-    const handler = new Handler(this.#handlerSeq++, sub, kind, groupKey, new Set(ids), prefetch, session);
+    const handler = new Handler(this.#handlerSeq++, sub, kind, groupKeyOf(kind, session.clientId), new Set(ids), prefetch, session);
     queue.subscribe(handler);
     return handler;
   }
@@ -459,12 +475,16 @@ export class Broker {
         await store.append(dead, queue.settings.durability as DurableMode);
       } catch (error) {
         this.log.error("queue", `messageId=${message.id};dead letter not stored, original kept, retrying: ${error}`);
-        if (!this.shuttingDown) setTimeout(write, DEAD_LETTER_RETRY_MS);
+        if (!this.shuttingDown) setTimeout(run, DEAD_LETTER_RETRY_MS);
         return;
       }
       queue.publish(dead);
       origin.release(message);
     };
-    void write();
+    // Off the socket callback: a throw here must be logged, not become an unhandled rejection.
+    const run = () => {
+      write().catch((error) => this.log.error("queue", `messageId=${message.id};dead letter: ${error?.stack ?? error}`));
+    };
+    run();
   }
 }

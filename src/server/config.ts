@@ -266,6 +266,15 @@ export function channelSettings(config: Config, queue: string): ChannelSettings 
   };
 }
 
+/** Where the config asks for a durable mode ("fsync" or "batch"), broker-wide or per channel; null if nowhere. */
+export function durableKey(config: Config): string | null {
+  if (config.durability !== "memory") return "durability";
+  for (const [queue, channel] of Object.entries(config.channels)) {
+    if (channel.durability !== undefined && channel.durability !== "memory") return `channels["${queue}"].durability`;
+  }
+  return null;
+}
+
 /** True for hosts only this machine can reach: `localhost`, `127.x.x.x`, `::1`. */
 export function isLoopbackHost(host: string): boolean {
   const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;

@@ -84,6 +84,14 @@ export interface DeliverySink {
 
 export type HandlerKind = "listen" | "consume";
 
+/**
+ * The group a registration belongs to: all the consumers of a queue share one, each listening
+ * client has its own. Acks mirrored to a slave name it, so both sides must build it here.
+ */
+export function groupKeyOf(kind: HandlerKind, clientId: string): string {
+  return kind === "consume" ? "consume" : `listen:${clientId}`;
+}
+
 /** One `listen()` or `consume()` registration of one connection. */
 export class Handler {
   /** In-flight deliveries by tag. Its size is compared with `prefetch`. */

@@ -139,8 +139,11 @@ export class Queue {
     this.live++;
     this.counters.received++;
     message.refs++; // held while routing, so the message cannot settle half-way
-    if (!this.#route(message)) this.#park(new Copy(message, message.destination, null));
-    this.#unref(message);
+    try {
+      if (!this.#route(message)) this.#park(new Copy(message, message.destination, null));
+    } finally {
+      this.#unref(message);
+    }
   }
 
   ack(copy: Copy): void {

@@ -3,7 +3,7 @@
  */
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import { type Config, loadConfigFile } from "./config.ts";
+import { type Config, durableKey, loadConfigFile } from "./config.ts";
 import { listen } from "./tcp.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
@@ -17,9 +17,7 @@ import { join } from "node:path";
  * left by an earlier run holds messages (switching to memory must not silently drop them).
  */
 function openStore(config: Config, logger: Logger): Store | null {
-  const modes = [config.durability, ...Object.values(config.channels).map((channel) => channel.durability)];
-  const durable = modes.some((mode) => mode === "fsync" || mode === "batch");
-  if (!durable && !existsSync(join(config.dataDirectory, STORE_FILE))) return null;
+  if (durableKey(config) === null && !existsSync(join(config.dataDirectory, STORE_FILE))) return null;
   return new SqliteStore({
     directory: config.dataDirectory,
     mode: config.durability === "batch" ? "batch" : "fsync",

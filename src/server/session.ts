@@ -36,7 +36,7 @@ import type { Broker } from "./broker.ts";
 import { createChallenge } from "./auth.ts";
 import { validateClientId } from "./pinning.ts";
 import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
-import type { Copy, DeliverySink, Handler } from "./message.ts";
+import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";
 
 /** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */
@@ -186,10 +186,17 @@ export class Session implements DeliverySink {
     if (this.state !== "auth") throw new KittenError("BAD_PROTOCOL", "Cannot accept auth: the session is already open");
     const [, proof] = checkAuth(value);
     this.state = "verifying";
-    this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
+    this.#afterwards(this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
       () => this.#open(),
       (error) => this.#fail(null, error),
-    ).finally(() => this.#broker.flush());
+    ));
+  }
+
+  /** Ends an asynchronous step a frame began: its answers are written; a throw is logged, never left unhandled. */
+  #afterwards(step: Promise<unknown>): void {
+    step.finally(() => this.#broker.flush()).catch((error) =>
+      this.#broker.log.error("socket", `client=${this.clientId};${(error as Error)?.stack ?? error}`)
+    );
   }
 
   #open(): void {
@@ -226,7 +233,7 @@ export class Session implements DeliverySink {
   #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
     const stored = this.#broker.send(channel, messageId, body, this);
     if (stored === undefined) return this.#confirm(ref);
-    stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)).finally(() => this.#broker.flush());
+    this.#afterwards(stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)));
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
@@ -328,7 +335,7 @@ export class Session implements DeliverySink {
   /** A slave drops the copies the master's recipients acked (the client copies its acks here). */
   #handleAckMirror(value: unknown[]): void {
     const [, kind, queue, pairs] = checkAckMirror(value);
-    const groupKey = kind === 1 ? "consume" : `listen:${this.clientId}`;
+    const groupKey = groupKeyOf(kind === 1 ? "consume" : "listen", this.clientId);
     for (let i = 0; i < pairs.length; i += 2) this.#broker.mirrorAck(queue, groupKey, pairs[i]!, pairs[i + 1]!);
   }
 
@@ -446,7 +453,8 @@ export class Session implements DeliverySink {
       this.#unsent.shift();
     }
     if (this.writable()) {
-      for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
+      this.#starved = false; // resumed here: the flush below need not pump a second time
+      this.pumpAll();
       this.#broker.flush();
     }
   }

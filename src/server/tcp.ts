@@ -20,6 +20,14 @@ const REFUSAL_LINGER_MS = 1000;
 
 export function listen(broker: Broker): TCPSocketListener<SocketData> {
   const { host, port, tls } = broker.config.socketServer;
+  /** Socket callbacks never throw into Bun: a bug is logged, and the broker keeps serving the others. */
+  const guarded = (socket: Socket<SocketData>, what: string, work: () => void): void => {
+    try {
+      work();
+    } catch (error) {
+      broker.log.error("socket", `remote=${socket.remoteAddress};${what} failed: ${(error as Error)?.stack ?? error}`);
+    }
+  };
   return Bun.listen<SocketData>({
     hostname: host,
     port,
@@ -48,15 +56,17 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
       },
       data(socket, chunk) {
         if (socket.data.refused) return;
-        socket.data.session.receive(chunk);
-        broker.flush();
+        guarded(socket, "data", () => {
+          socket.data.session.receive(chunk);
+          broker.flush();
+        });
       },
       drain(socket) {
-        socket.data.session.drain();
+        guarded(socket, "drain", () => socket.data.session.drain());
       },
       close(socket) {
         if (socket.data.handshake) clearTimeout(socket.data.handshake);
-        socket.data.session.closed();
+        guarded(socket, "close", () => socket.data.session.closed());
       },
       error(socket, error) {
         broker.log.warn("socket", `remote=${socket.remoteAddress};error=${error.message}`);

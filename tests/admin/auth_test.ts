@@ -59,7 +59,7 @@ describe("admin auth and config", () => {
 
   it("the token is read per request: a reload rotates it", async () => {
     const f = fixture = adminFixture({ admin: { token: "old" } });
-    f.server.broker.reload(parseConfig({ admin: { token: "new" } }));
+    f.server.broker.reload(parseConfig({ durability: "memory", admin: { token: "new" } })); // as started: no store
     expect((await f.request("/status", bearer("old"))).status).toBe(401);
     expect((await f.request("/status", bearer("new"))).status).toBe(200);
   });
