@@ -22,7 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
-import { freePort } from "../tests/helpers/broker.ts";
+import { freePort, waitFor } from "../tests/helpers/broker.ts";
 import {
   type ChildBroker,
   harnessClientOptions,
@@ -94,17 +94,9 @@ async function promote(node: Node): Promise<number> {
   const before = count(child.output(), "promoted to master");
   setMaster(node, true);
   child.proc.kill("SIGUSR2");
-  await waitUntil(() => count(child.output(), "promoted to master") > before, 5000, `broker ${node.index} promoted`);
+  await waitFor(() => count(child.output(), "promoted to master") > before, 5000, `broker ${node.index} promoted`);
   const epochs = [...child.output().matchAll(/promoted to master;epoch=(\d+)/g)];
   return Number(epochs.at(-1)?.[1] ?? NaN);
-}
-
-async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
-    await Bun.sleep(5);
-  }
 }
 
 const clientOptions = (clientId: string) => harnessClientOptions(nodes.map((node) => node.host), clientId, WINDOW);
@@ -184,7 +176,7 @@ async function main(): Promise<number> {
     await start(killed);
     // Both clients follow the new master (welcome / ROLE) before the next kill.
     for (const mq of [publisher, consumer]) {
-      await waitUntil(() => mq.status().find((s) => s.host === next.host)?.master === true, 5000, `clients follow broker ${next.index}`);
+      await waitFor(() => mq.status().find((s) => s.host === next.host)?.master === true, 5000, `clients follow broker ${next.index}`);
     }
     console.log(
       `cycle ${cycle}: ran ${runMs} ms, ${confirmed.size - confirmedBefore} confirmed, ${inFlight} sends in flight at kill -9 ` +
@@ -196,9 +188,9 @@ async function main(): Promise<number> {
   await Bun.sleep(Math.round(MIN_RUN_MS + random() * (MAX_RUN_MS - MIN_RUN_MS)));
   publishing = false;
   await loop;
-  await waitUntil(() => pending === 0, 30_000, "every send confirmed or rejected");
+  await waitFor(() => pending === 0, 30_000, "every send confirmed or rejected");
   if (values["consume-at-end"]) await consume();
-  await waitUntil(() => [...confirmed].every((n) => received.has(n)), 30_000, "every confirmed message delivered").catch(
+  await waitFor(() => [...confirmed].every((n) => received.has(n)), 30_000, "every confirmed message delivered").catch(
     (error) => console.log(`warning: ${(error as Error).message}`),
   );
   const { lost, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 500);

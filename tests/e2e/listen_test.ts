@@ -101,6 +101,10 @@ it("e2e: send to e/v/* is delivered to every id that has a registration", async 
   expect(got3[0]!.info.channel.id).toBe("3");
   expect(got3[0]!.message).toBe("hello all");
   await waitFor(() => broker.broker.queues.get("cast/v1")!.live === 0);
+  // Settled: each recipient got its one copy and no second one followed.
+  expect([got1.length, got2.length, got3.length]).toEqual([1, 1, 1]);
+  expect(got1[0]!.message).toBe("hello all");
+  expect(got2[0]!.message).toBe("hello all");
 });
 
 it("e2e: listen on an object channel {endpoint, version, ids} with addId/removeId at runtime", async () => {
@@ -190,4 +194,30 @@ it("e2e: send to '*' as endpoint or version is refused with BAD_CHANNEL", async 
   }
   // The client still works afterwards.
   await mq.send("ep/v1/1", "fine");
+});
+
+it("e2e: listenerPrefetch bounds a listener's unsettled deliveries, and caps the prefetch listen() asks for", async () => {
+  const broker = cleanup.broker({ channels: { "lp/v1": { listenerPrefetch: 2 } } });
+  const listener = await cleanup.client(broker);
+  const sender = await cleanup.client(broker);
+  const finish: (() => void)[] = [];
+  const seen: unknown[] = [];
+  // The handler's promise settles the delivery: held, each delivery stays in flight.
+  const handler = (_error: KittenError | null, message: unknown) => {
+    seen.push(message);
+    return new Promise<void>((resolve) => finish.push(resolve));
+  };
+  await listener.listen("lp/v1/1", handler, { prefetch: 50 }).ready;
+  await Promise.all([1, 2, 3, 4, 5].map((n) => sender.send("lp/v1/1", n)));
+  const queue = broker.broker.queues.get("lp/v1")!;
+  await waitFor(() => queue.depth().inflight === 2 && queue.depth().ready === 3);
+  expect(seen).toEqual([1, 2]);
+  for (const resolve of finish.splice(0)) resolve();
+  await waitFor(() => seen.length === 4);
+  expect(queue.depth()).toMatchObject({ inflight: 2, ready: 1 });
+  for (const resolve of finish.splice(0)) resolve();
+  await waitFor(() => seen.length === 5);
+  for (const resolve of finish.splice(0)) resolve();
+  await waitFor(() => queue.live === 0);
+  expect(seen).toEqual([1, 2, 3, 4, 5]);
 });

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
-import { freePort } from "./broker.ts";
+import { freePort, waitFor } from "./broker.ts";
 import { testKeysDirectory } from "./keys.ts";
 import { mulberry32 } from "./random.ts";
 
@@ -208,12 +208,12 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
     // The last broker stays up: every send still unconfirmed is replayed to it and confirmed.
     publishing = false;
     await loop;
-    await waitUntil(() => pending === 0, 20_000, "every send confirmed or rejected");
+    await waitFor(() => pending === 0, 20_000, "every send confirmed or rejected");
     if (!liveConsumer) {
       await consumer.connect(clientOptions("crash-consumer"));
       await consume().ready;
     }
-    await waitUntil(() => [...confirmed].every((n) => received.has(n)), 20_000, "every confirmed message delivered").catch(() => {});
+    await waitFor(() => [...confirmed].every((n) => received.has(n)), 20_000, "every confirmed message delivered").catch(() => {});
     const { lost: lostList, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 300);
     await publisher.disconnect();
     await consumer.disconnect();
@@ -240,14 +240,6 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
     await consumer.disconnect().catch(() => {});
     if (broker) await kill9(broker);
     rmSync(root, { recursive: true, force: true });
-  }
-}
-
-async function waitUntil(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms: ${what}`);
-    await Bun.sleep(5);
   }
 }
 

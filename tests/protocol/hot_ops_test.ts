@@ -63,7 +63,7 @@ it("readSend() reads what writeSend() wrote, with repeated and changing channels
 it("readSend() leaves to the generic path what checkSend() would refuse or does not expect", () => {
   const body = encode("x");
   const [good] = frames((batch) => writeSend(batch, 1, "e/v1/a", "m.1", body));
-  expect(readSend(good!)).toBeDefined();
+  expect(readSend(good!)).toMatchObject({ ref: 1, channel: "e/v1/a", messageId: "m.1" });
   for (let cut = 0; cut < good!.length; cut++) expect(readSend(good!.subarray(0, cut))).toBeUndefined();
   expect(readSend(new Uint8Array([...good!, 0]))).toBeUndefined(); // trailing byte
   const [emptyId] = frames((batch) => writeSend(batch, 1, "e/v1/a", "", body));
