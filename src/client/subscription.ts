@@ -178,5 +178,3 @@ function parseChannelInput(channel: ChannelInput, kind: string): { endpoint: str
   checkChannelParts(channel.endpoint, channel.version, ids, action);
   return { endpoint: channel.endpoint, version: channel.version, ids };
 }
-
-export { KittenError };

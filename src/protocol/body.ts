@@ -14,6 +14,7 @@
  * handed to the generic decoder, so the result, and any error, is always exactly what
  * `decode()` gives: this file only decides how fast.
  */
+import { decodeText, equalsAt } from "./bytes.ts";
 import { decode } from "./cbor.ts";
 
 /** Thrown inside this reader to say "let the generic decoder do it". Never escapes. */
@@ -30,7 +31,6 @@ interface CachedString {
 }
 
 const cache: (CachedString | undefined)[] = new Array(CACHE_SIZE);
-const utf8 = new TextDecoder("utf-8", { fatal: true });
 const scratch = new DataView(new ArrayBuffer(8));
 
 let src: Uint8Array = new Uint8Array(0);
@@ -170,7 +170,7 @@ function readText(length: number): string {
   for (let i = start; i < pos; i++) hash = Math.imul(hash ^ src[i]!, 0x01000193);
   const slot = (hash >>> 0) & (CACHE_SIZE - 1);
   const entry = cache[slot];
-  if (entry !== undefined && sameBytes(entry.bytes, start, length)) return entry.value;
+  if (entry !== undefined && equalsAt(entry.bytes, src, start, pos)) return entry.value;
   const value = decodeUtf8(start, pos);
   if (entry !== undefined && entry.bytes.length === length) {
     // Reuse the slot's buffer: a stream of distinct strings costs no extra allocation.
@@ -182,16 +182,8 @@ function readText(length: number): string {
   return value;
 }
 
-function sameBytes(bytes: Uint8Array, start: number, length: number): boolean {
-  if (bytes.length !== length) return false;
-  for (let i = 0; i < length; i++) if (bytes[i] !== src[start + i]) return false;
-  return true;
-}
-
 function decodeUtf8(start: number, stop: number): string {
-  try {
-    return utf8.decode(src.subarray(start, stop));
-  } catch {
-    throw FALLBACK; // not UTF-8: the generic decoder decides what that gives
-  }
+  const text = decodeText(src.subarray(start, stop));
+  if (text === undefined) throw FALLBACK; // not UTF-8: the generic decoder decides what that gives
+  return text;
 }

@@ -7,6 +7,7 @@
  * reusing the strings that repeat from one frame to the next (destination, channel, the sender's
  * id prefix); anything they do not expect goes to the generic decoder.
  */
+import { decodeText, equalsAt } from "./bytes.ts";
 import type { FrameBatch } from "./frame.ts";
 import { MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
 
@@ -68,7 +69,6 @@ export interface DeliverFields {
   created: number;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * A string that tends to repeat from one frame to the next (a destination, a channel, a sender's
@@ -81,7 +81,7 @@ class RepeatedText {
 
   /** The text of `data[start, end)`; undefined when those bytes are not UTF-8. */
   read(start: number, end: number): string | undefined {
-    if (sameBytes(this.#bytes, start, end)) return this.#value;
+    if (equalsAt(this.#bytes, data, start, end)) return this.#value;
     const value = decodeText(data.subarray(start, end));
     if (value === undefined) return undefined;
     this.#bytes = data.slice(start, end); // the frame's buffer is not ours to keep
@@ -182,15 +182,6 @@ function decodeMessageId(start: number, end: number): string | undefined {
   return prefix === undefined ? undefined : prefix + counter;
 }
 
-/** UTF-8 bytes to a string; undefined when they are not valid UTF-8. */
-export function decodeText(bytes: Uint8Array): string | undefined {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    return undefined;
-  }
-}
-
 /** The argument of the CBOR item head at `at`, of major type `major`, or -1. */
 function readHead(major: number): number {
   if (at >= limit) return -1;
@@ -204,11 +195,4 @@ function readHead(major: number): number {
   for (let i = 0; i < size; i++) value = value * 256 + data[at + i]!;
   at += size;
   return Number.isSafeInteger(value) ? value : -1;
-}
-
-/** True when `bytes` equals `data[start, end)`. */
-function sameBytes(bytes: Uint8Array, start: number, end: number): boolean {
-  if (bytes.length !== end - start) return false;
-  for (let i = 0; i < bytes.length; i++) if (bytes[i] !== data[start + i]) return false;
-  return true;
 }
