@@ -17,8 +17,17 @@ export function displayBody(body: Uint8Array): unknown {
   }
 }
 
+/**
+ * Largest body a listing decodes for its preview. A preview is a prefix, but CBOR cannot be
+ * decoded in part: a page of 1,000 copies of 1 MiB bodies would build gigabytes of JSON on the
+ * broker's event loop to keep 200 characters of each. Larger bodies say their size instead;
+ * GET the message itself to see it whole.
+ */
+export const PREVIEW_MAX_BYTES = 4096;
+
 /** One line of JSON, cut at `PREVIEW_CHARS`. */
 export function previewBody(body: Uint8Array): string {
+  if (body.byteLength > PREVIEW_MAX_BYTES) return `(${body.byteLength} bytes: open the message to see it)`;
   const text = JSON.stringify(displayBody(body)) ?? "undefined";
   return text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS - 1)}…` : text;
 }

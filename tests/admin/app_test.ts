@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "bun:test";
 import { adminFixture, type Fixture, writeConfig } from "./_fixture.ts";
+import { PREVIEW_MAX_BYTES } from "../../src/admin/display.ts";
 
 let fixture: Fixture;
 afterEach(async () => await fixture?.close());
@@ -126,6 +127,16 @@ describe("admin app", () => {
     expect(body.messages[0].preview).toStartWith(`{"index":1,"note":"xxx`);
     expect(body.messages[0].preview.length).toBeLessThanOrEqual(200);
     expect((await f.request("/queues/orders/v1/messages")).body.messages).toHaveLength(5); // default limit 50
+  });
+
+  it("GET /queues/:queue/messages does not decode a large body for its preview; GET of the message shows it", async () => {
+    const f = open();
+    const big = { blob: "y".repeat(PREVIEW_MAX_BYTES) };
+    await f.send("orders/v1/big", big, "msg-big");
+    const { body } = await f.request("/queues/orders/v1/messages");
+    expect(body.messages[0].preview).toMatch(/^\(\d+ bytes: open the message to see it\)$/);
+    expect(body.messages[0].size).toBeGreaterThan(PREVIEW_MAX_BYTES);
+    expect((await f.request("/queues/orders/v1/messages/msg-big")).body.body).toEqual(big);
   });
 
   it("GET /queues/:queue/messages answers 400 for a bad limit or offset", async () => {

@@ -1,5 +1,7 @@
 /**
- * The store for `durability: "memory"`: messages live as long as the process. A Map keyed by the
+ * A Store kept in process memory: messages live as long as the process. The broker itself runs
+ * `durability: "memory"` with no store at all (queues hold the messages); this one is for tests:
+ * the store conformance suite and brokers whose store must be controlled (slow, failing). A Map keyed by the
  * message objects keeps arrival order for `load()` and hashes by identity, which costs far less
  * per message than a map keyed by id string; its value is the message's record: the highest
  * delivery count noted (`noteDelivery`).

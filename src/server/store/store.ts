@@ -1,7 +1,7 @@
 /**
- * The store interface: what the broker needs from persistence, and nothing more. The memory
- * store implements it for `durability: "memory"`; the durable store (bun:sqlite) replaces it
- * without the queue engine noticing.
+ * The store interface: what the broker needs from persistence, and nothing more. The durable
+ * store (bun:sqlite) implements it; a broker whose every queue is in memory has none. The memory
+ * store implements it for tests, without the queue engine noticing the difference.
  */
 /** When a stored message counts as safe: after the commit holding it (fsync), or at once (batch). */
 export type DurableMode = "fsync" | "batch";
