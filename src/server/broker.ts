@@ -287,10 +287,11 @@ export class Broker {
     if (!this.rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
       throw notAllowed(sender.clientId, "send", channelName);
     }
-    if (schema) body = conform(schema, channelName, queue.name, body);
+    // A resend of an accepted message is confirmed before anything is paid for it (its format was checked the first time).
     if (this.#recentIds.has(messageId)) return;
     const storing = this.#storing.get(messageId);
     if (storing) return storing; // the same message is being committed: confirm it with that commit
+    if (schema) body = conform(schema, channelName, queue.name, body);
     if (queue.live >= this.config.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",

@@ -2,15 +2,16 @@
  * Who takes what in one queue. A queue has one group for all its consumers and one per listening
  * clientId; each group has a pool of ready copies per destination id, and the handlers registered
  * for each id in registration order (round-robin starts from the earliest registrant). Across
- * groups it counts the handlers of each id: a broadcast goes to every id someone registered.
+ * groups it indexes which groups listen on each id: routing a message visits only those, and a
+ * broadcast goes to every id someone registered.
  */
 import { Deque } from "./deque.ts";
 import { Group, type Handler, Pool } from "./message.ts";
 
 export class Groups {
   readonly #groups = new Map<string, Group>();
-  /** Number of handlers registered per id (`*` included), across groups. */
-  readonly #idHandlers = new Map<string, number>();
+  /** The groups with a handler on each id (`*` included): routing visits these, not every group. */
+  readonly #byId = new Map<string, Set<Group>>();
 
   get(key: string): Group | undefined {
     return this.#groups.get(key);
@@ -47,7 +48,12 @@ export class Groups {
 
   /** Ids with at least one handler, in any group (`*` included). */
   registeredIds(): IterableIterator<string> {
-    return this.#idHandlers.keys();
+    return this.#byId.keys();
+  }
+
+  /** The groups with a handler on `id` (only on that id: a group on `*` is under "*"). */
+  on(id: string): ReadonlySet<Group> | undefined {
+    return this.#byId.get(id);
   }
 
   /** Registers `handler` for `id` in `group` (once), keeping registration order. */
@@ -57,8 +63,12 @@ export class Groups {
       if (list.includes(handler)) return;
       list.push(handler);
       list.sort((a, b) => a.seq - b.seq);
-    } else group.handlers.set(id, [handler]);
-    this.#idHandlers.set(id, (this.#idHandlers.get(id) ?? 0) + 1);
+    } else {
+      group.handlers.set(id, [handler]);
+      const groups = this.#byId.get(id);
+      if (groups) groups.add(group);
+      else this.#byId.set(id, new Set([group]));
+    }
   }
 
   unindex(group: Group, handler: Handler, id: string): void {
@@ -66,9 +76,10 @@ export class Groups {
     const at = list ? list.indexOf(handler) : -1;
     if (!list || at < 0) return;
     list.splice(at, 1);
-    if (list.length === 0) group.handlers.delete(id);
-    const count = (this.#idHandlers.get(id) ?? 1) - 1;
-    if (count === 0) this.#idHandlers.delete(id);
-    else this.#idHandlers.set(id, count);
+    if (list.length > 0) return;
+    group.handlers.delete(id);
+    const groups = this.#byId.get(id)!;
+    groups.delete(group);
+    if (groups.size === 0) this.#byId.delete(id);
   }
 }

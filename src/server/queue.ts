@@ -202,19 +202,24 @@ export class Queue {
     const destinations = message.destination === "*" ? this.#broadcastDestinations() : [message.destination];
     let routed = false;
     for (const destination of destinations) {
-      for (const group of this.#groups.values()) {
-        if (!group.covers(destination)) continue;
-        routed = true;
-        // Counted before it is handed out: a sink that acks inside deliver() must not settle
-        // the message while its other copies are still being created.
-        message.refs++;
-        const copy = new Copy(message, destination, group);
-        copy.deliveries = message.deliveries; // non-zero only for messages recovered at start
-        message.copies?.push(copy);
-        this.#enqueue(copy, this.#groups.pool(group, destination));
-      }
+      // The groups covering it: those on the id, then those on `*` (each group once).
+      const own = this.#groups.on(destination);
+      const star = destination === "*" ? undefined : this.#groups.on("*");
+      if (own) for (const group of own) this.#copyTo(message, destination, group);
+      if (star) for (const group of star) if (!own?.has(group)) this.#copyTo(message, destination, group);
+      routed ||= own !== undefined || star !== undefined;
     }
     return routed;
+  }
+
+  #copyTo(message: Message, destination: string, group: Group): void {
+    // Counted before it is handed out: a sink that acks inside deliver() must not settle
+    // the message while its other copies are still being created.
+    message.refs++;
+    const copy = new Copy(message, destination, group);
+    copy.deliveries = message.deliveries; // non-zero only for messages recovered at start
+    message.copies?.push(copy);
+    this.#enqueue(copy, this.#groups.pool(group, destination));
   }
 
   /** A broadcast goes to every id with a registration, as if sent to each; else to `*` itself. */
@@ -223,9 +228,8 @@ export class Queue {
     return ids.length > 0 ? ids : ["*"];
   }
 
-  /** Hands a copy to the next free handler of its pool, or queues it behind the others (FIFO). */
+  /** Hands a copy to the next free handler of its pool (a group that covers it), or queues it behind the others (FIFO). */
   #enqueue(copy: Copy, pool: Pool): void {
-    if (!pool.group.covers(pool.destination)) return this.#park(copy);
     if (pool.ready.length === 0) {
       const handler = this.#nextHandler(pool);
       if (handler) return this.#dispatch(copy, pool, handler);
@@ -314,6 +318,8 @@ export class Queue {
     // The group may have been dropped and re-created (its handlers left and came back).
     const group = this.#groups.get(copy.group!.key) ?? copy.group!;
     copy.group = group;
+    // Its handlers for this id may all have left meanwhile: it waits for the next one.
+    if (!group.covers(copy.destination)) return this.#park(copy);
     this.#enqueue(copy, this.#groups.pool(group, copy.destination));
   }
 
