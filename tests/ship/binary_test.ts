@@ -73,7 +73,7 @@ describe("ship: the compiled binary", () => {
       // The CLI finds the running broker through the config (as an operator on the host does).
       const status = await run([bin, "status", "--config", configPath, "--json"], { cwd: work });
       expect(status.code).toBe(0);
-      expect(JSON.parse(status.stdout)).toBeTruthy();
+      expect(JSON.parse(status.stdout)).toMatchObject({ role: "master", stopping: false, serviceId: expect.any(String) });
 
       // ExecReload= sends SIGUSR2: the broker re-reads its file and keeps running.
       broker.process.kill("SIGUSR2");
