@@ -56,39 +56,62 @@ export class FrameDecoder {
    * frames before it.
    */
   each(chunk: Uint8Array, visit: (data: Uint8Array, start: number, end: number) => boolean): void {
-    let data = chunk;
-    if (this.#pendingLength > 0) {
+    let offset = 0;
+    let stopped = false;
+    if (this.#pendingLength >= FRAME_HEADER_SIZE && this.#pendingLength > FRAME_HEADER_SIZE + readLength(this.#pending, 0)) {
+      // Whole frames were kept after a visitor threw (rare): read them and the chunk as one.
       this.#append(chunk);
-      data = this.#pending.subarray(0, this.#pendingLength);
-      // Still short of the frame whose header is in: wait without copying anything else.
-      if (data.length >= FRAME_HEADER_SIZE && data.length < FRAME_HEADER_SIZE + this.#check(readLength(data, 0))) {
-        return;
-      }
+      chunk = this.#pending.subarray(0, this.#pendingLength);
       this.#pending = EMPTY;
       this.#pendingLength = 0;
     }
-    let offset = 0;
-    let stopped = false;
     try {
-      while (data.length - offset >= FRAME_HEADER_SIZE) {
-        const length = this.#check(readLength(data, offset));
+      if (this.#pendingLength > 0) {
+        // Only the bytes that complete the pending frame are copied; the rest is read in place.
+        offset = this.#fill(chunk);
+        const total = this.#pendingLength >= FRAME_HEADER_SIZE ? FRAME_HEADER_SIZE + readLength(this.#pending, 0) : -1;
+        if (this.#pendingLength !== total) return; // still short of it: every byte of chunk was taken
+        const completed = this.#pending;
+        this.#pending = EMPTY;
+        this.#pendingLength = 0;
+        if (!visit(completed, FRAME_HEADER_SIZE, total)) {
+          stopped = true;
+          return;
+        }
+      }
+      while (chunk.length - offset >= FRAME_HEADER_SIZE) {
+        const length = this.#check(readLength(chunk, offset));
         const end = offset + FRAME_HEADER_SIZE + length;
-        if (end > data.length) break;
+        if (end > chunk.length) break;
         const start = offset + FRAME_HEADER_SIZE;
         offset = end;
-        if (!visit(data, start, end)) {
+        if (!visit(chunk, start, end)) {
           stopped = true;
           break;
         }
       }
     } finally {
       // Even when `visit` throws, the frames after it stay buffered: the stream stays aligned.
-      if (!stopped && offset < data.length) {
+      if (!stopped && offset < chunk.length) {
         // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
-        this.#pending = data.slice(offset);
+        this.#pending = chunk.slice(offset);
         this.#pendingLength = this.#pending.length;
       }
     }
+  }
+
+  /** Moves into the pending frame the bytes of `chunk` it still lacks (header, then body); returns how many. */
+  #fill(chunk: Uint8Array): number {
+    let taken = 0;
+    if (this.#pendingLength < FRAME_HEADER_SIZE) {
+      taken = Math.min(FRAME_HEADER_SIZE - this.#pendingLength, chunk.length);
+      this.#append(chunk.subarray(0, taken));
+      if (this.#pendingLength < FRAME_HEADER_SIZE) return taken;
+    }
+    const total = FRAME_HEADER_SIZE + this.#check(readLength(this.#pending, 0));
+    const more = Math.min(total - this.#pendingLength, chunk.length - taken);
+    this.#append(chunk.subarray(taken, taken + more));
+    return taken + more;
   }
 
   #check(length: number): number {
