@@ -13,6 +13,8 @@ export const FRAME_HEADER_SIZE = 4;
 export const MAX_FRAME_SIZE = 1024 * 1024;
 
 const EMPTY = new Uint8Array(0);
+/** A batch buffer larger than this halves at a clear() that used less than a quarter of it. */
+const SHRINK_ABOVE = 64 * 1024;
 
 export class FrameDecoder {
   readonly maxFrameSize: number;
@@ -265,6 +267,23 @@ export class FrameBatch {
     this.#length = 0;
     this.#frames = 0;
     return out;
+  }
+
+  /**
+   * The collected bytes as a view, valid until the next write to the batch: for a writer that
+   * takes them synchronously (and copies what it cannot take), then calls `clear()`.
+   */
+  view(): Uint8Array {
+    return this.#buffer.subarray(0, this.#length);
+  }
+
+  /** Empties the batch and keeps its buffer; one that grew for a burst shrinks back as bursts end. */
+  clear(): void {
+    if (this.#buffer.length > SHRINK_ABOVE && this.#length < this.#buffer.length >> 2) {
+      this.#buffer = new Uint8Array(this.#buffer.length >> 1);
+    }
+    this.#length = 0;
+    this.#frames = 0;
   }
 
   /** A CBOR item head: major type and argument, in the shortest form (RFC 8949 §3). */

@@ -432,7 +432,9 @@ export class Session implements DeliverySink {
       this.#okRefs = [];
     }
     if (this.#batch.byteLength === 0) return;
-    this.#write(this.#batch.take());
+    // Written from the batch's own buffer: #write copies only what the socket does not take.
+    this.#write(this.#batch.view());
+    this.#batch.clear();
     // Deliveries paused on a full batch resume now that it is written (drain() covers a full socket).
     if (this.#starved && this.writable()) {
       this.#starved = false;
@@ -459,13 +461,14 @@ export class Session implements DeliverySink {
     }
   }
 
+  /** Writes `bytes` (a view the caller reuses): what the socket does not take is copied to wait for drain. */
   #write(bytes: Uint8Array): void {
     if (this.#unsent.length === 0) {
       const written = Math.max(this.#connection.write(bytes), 0);
       if (written >= bytes.length) return;
       bytes = bytes.subarray(written);
     }
-    this.#unsent.push(bytes);
+    this.#unsent.push(bytes.slice());
     this.#unsentBytes += bytes.length;
   }
 

@@ -427,6 +427,21 @@ describe("frame", () => {
     expect(copies(new FrameDecoder().push(taken))).toEqual(copies(bodies));
   });
 
+  it("FrameBatch.view() shows the collected frames in place; clear() empties the batch for reuse", () => {
+    const batch = new FrameBatch(16);
+    for (let i = 0; i < 3; i++) batch.push(bytes(40_000, i)); // grows past SHRINK_ABOVE
+    const first = batch.view();
+    expect(new FrameDecoder().push(first.slice())).toEqual([bytes(40_000, 0), bytes(40_000, 1), bytes(40_000, 2)]);
+    batch.clear();
+    expect(batch.byteLength).toBe(0);
+    expect(batch.frameCount).toBe(0);
+    for (let round = 0; round < 4; round++) {
+      batch.push(bytes(10, round)); // small bursts after a big one: the buffer shrinks, the bytes stay right
+      expect(new FrameDecoder().push(batch.view().slice())).toEqual([bytes(10, round)]);
+      batch.clear();
+    }
+  });
+
   it("FrameBatch.take() empties the batch and hands out a buffer the caller owns", () => {
     const batch = new FrameBatch(16);
     batch.push(bytes(6, 1));
