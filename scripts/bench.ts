@@ -9,7 +9,9 @@
  *
  *   (a) work queue  1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking
  *   (b) fan-out     1 publisher → 4 listening clients (4 processes, 4 clientIds)
- *   (c) fixed rate  1 publisher at 5,000 msg/s, 10 s of warm-up then 10 s measured → 1 consumer acking (latency)
+ *   (c) fixed rate  1 publisher at 5,000 msg/s, 10 s of warm-up then 10 s measured → 1 consumer acking (latency);
+ *                   before each run, the machine's floor: the same at the same rate through a bare TCP
+ *                   relay (scripts/bench/floor.ts), so that (c)'s p99 can be told apart from the machine's
  *   (d) format      (a) on a channel whose format the broker checks
  *   (e) durable     (a) in fsync mode
  *   (f) 2 brokers   (a) with a master and a slave (memory mode like (a)); both clients are given
@@ -23,60 +25,16 @@
  * column. A run that exceeds its timeout is killed (broker and clients) and reported as failed.
  * `--profile DIR` runs every process with `bun --cpu-prof-md` and leaves the profiles in DIR.
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { encode } from "../src/protocol/cbor.ts";
 import { payload } from "./bench_client.ts";
-import {
-  CHILD_ENV,
-  Child,
-  cleanup,
-  cpuTimes,
-  cpuTotal,
-  machineBusySeconds,
-  ROOT,
-  tempDirs,
-  withTimeout,
-} from "./bench/processes.ts";
-import { cpuLine, fmt, medianOf, ms, row, table } from "./bench/report.ts";
-import {
-  type Median,
-  type PublisherResult,
-  type ReceiverResult,
-  type RunResult,
-  type Snapshot,
-  summarize,
-} from "./bench/results.ts";
-
-const BUN = process.execPath;
-const CLIENT = join(ROOT, "scripts", "bench_client.ts");
-const BROKER_CONFIG = {
-  socketServer: { port: 0 },
-  isManagementInterface: false,
-  logLevel: 2, // info: the store reports its commit count when it closes
-  durability: "memory", // (a)–(d) measure the engine; (e) is the durable scenario
-  prefetch: 1000,
-  listenerPrefetch: 1000,
-  maxItemsInQueue: 1000000,
-  channels: {
-    // Scenario (e): the work queue in fsync mode (confirmed = on disk), group commit.
-    "bench-durable/v1": { durability: "fsync" },
-    // Scenario (d): the same work queue with a format the broker checks on every send.
-    "bench-format/v1": {
-      map: {
-        seq: ["int", "min", 0],
-        t: ["number"],
-        type: ["string", "min", 1, "max", 64],
-        user: ["string", "min", 1],
-        amount: ["number", "min", 0],
-        currency: ["alpha", "min", 3, "max", 3],
-        items: ["int", "min", 0],
-      },
-    },
-  },
-};
+import { type FloorResult, runFloor } from "./bench/floor.ts";
+import { CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
+import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.ts";
+import type { Median, RunResult } from "./bench/results.ts";
+import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
 
 // ── arguments ──────────────────────────────────────────────────────────────────────────────────
 
@@ -119,148 +77,12 @@ const MEDIAN_RATES: Partial<Record<string, number>> = {};
 /** Per run: past it the broker and clients are killed and the run is reported as failed. */
 const TIMEOUT_MS = (args.timeout ? Number(args.timeout) : QUICK ? 30 : 60) * 1000;
 /** Extra `bun` flags for every process: CPU profiles (markdown) written on exit into one folder. */
-const BUN_FLAGS = args.profile ? ["--cpu-prof-md", `--cpu-prof-dir=${resolve(args.profile)}`] : [];
+if (args.profile) BUN_FLAGS.push("--cpu-prof-md", `--cpu-prof-dir=${resolve(args.profile)}`);
 const WINDOW = 2000;
 const PREFETCH = 1000;
 const LISTENERS = 4;
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
 if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of seconds > 0: ${args.timeout}`);
-
-// ── brokers and clients ─────────────────────────────────────────────────────────────────────────
-
-interface Broker {
-  child: Child;
-  port: number;
-  dir: string;
-  /** Set when we stop it: an exit before that is a crash. */
-  stopping: boolean;
-}
-
-async function startBroker(overrides: Record<string, unknown> = {}): Promise<Broker> {
-  const dir = await mkdtemp(join(tmpdir(), "kitten-mq-bench-"));
-  tempDirs.add(dir);
-  const configPath = join(dir, "kitten-mq.config.json");
-  await writeFile(configPath, JSON.stringify({ ...BROKER_CONFIG, ...overrides }));
-  const child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
-  const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
-  const port = Number(/:(\d+)$/.exec(line)?.[1]);
-  if (!Number.isInteger(port) || port <= 0) throw new Error(`cannot parse the broker port from "${line}"`);
-  return { child, port, dir, stopping: false };
-}
-
-async function stopBroker(broker: Broker): Promise<void> {
-  broker.stopping = true;
-  await broker.child.stop(3000);
-  await rm(broker.dir, { recursive: true, force: true });
-  tempDirs.delete(broker.dir);
-}
-
-function spawnClient(role: string, options: Record<string, unknown>): Child {
-  return new Child(`${role} ${options.clientId}`, [BUN, ...BUN_FLAGS, CLIENT, role, JSON.stringify(options)]);
-}
-
-// ── one run ────────────────────────────────────────────────────────────────────────────────────
-
-interface Plan {
-  /** Slave brokers next to the master (scenario f); every client is given every host. */
-  slaves?: number;
-  receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
-  publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
-}
-
-async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
-  const brokers = await Promise.all(
-    Array.from({ length: 1 + (plan.slaves ?? 0) }, (_, i) => startBroker(i === 0 ? {} : { isMaster: false })),
-  );
-  const broker = brokers[0]!;
-  const children: Child[] = [];
-  let result: RunResult | null = null;
-  try {
-    // Every broker of a cluster has the same serviceId (the JWT audience); the ports differ.
-    const hosts = brokers.map((b) => `127.0.0.1:${b.port}@broker-1`);
-    const work = (async () => {
-      const keysDirectory = join(broker.dir, "keys");
-      const receivers = plan.receivers.map((r) => spawnClient(r.role, { hosts, keysDirectory, ...r.options }));
-      children.push(...receivers);
-      await Promise.all(receivers.map((child) => child.waitFor("ready")));
-      const before = await snapshot(brokers, receivers);
-      const publisher = spawnClient(plan.publisher.role, { hosts, keysDirectory, ...plan.publisher.options });
-      children.push(publisher);
-      const [published, ...received] = await Promise.all([
-        publisher.waitJson<PublisherResult>("result"),
-        ...receivers.map((child) => child.waitJson<ReceiverResult>("result")),
-      ]);
-      const after = await snapshot(brokers, []);
-      const summary = summarize(published!, received as ReceiverResult[], before, after);
-      if (brokers.length > 1) {
-        // The broker column sums every broker; the slaves' share is told apart here.
-        const slaves = after.brokers.slice(1).reduce((sum, cpu, i) => sum + cpuTotal(cpu) - cpuTotal(before.brokers[i + 1]!), 0);
-        summary.note = [summary.note, `broker cpu ${(cpuTotal(summary.cpu.broker) - slaves).toFixed(2)} master + ${slaves.toFixed(2)} slave`]
-          .filter(Boolean).join("; ");
-      }
-      return summary;
-    })();
-    const crashed = new Promise<never>((_, reject) => {
-      for (const b of brokers) {
-        b.child.exited.then((code) => {
-          if (!b.stopping) {
-            const which = b === broker ? "the broker" : "a slave broker";
-            reject(new Error(`${which} exited with code ${code}: ${b.child.stderr.trim().slice(-300)}`));
-          }
-        });
-      }
-    });
-    result = await withTimeout(Promise.race([work, crashed]), timeoutMs, `timed out after ${timeoutMs / 1000} s`).catch(
-      async (error) => {
-        throw new Error(`${(error as Error).message}${await progress(children)}`);
-      },
-    );
-    return result;
-  } finally {
-    await Promise.all(children.map((child) => child.stop()));
-    await Promise.all(brokers.map(stopBroker));
-    // The store reports its commits when it closes; each commit is one fsync (durable scenarios).
-    const closed = broker.child.lines.find((line) => line.includes("store closed"));
-    const commits = Number(/commits=(\d+)/.exec(closed ?? "")?.[1] ?? NaN);
-    if (result && commits > 0) {
-      const perSecond = Math.round(commits / result.elapsedS);
-      result.note = [result.note, `${fmt(perSecond)} fsyncs/s`].filter(Boolean).join("; ");
-    }
-  }
-}
-
-/** CPU counters at one moment: the machine, this process, the brokers and the receivers. */
-async function snapshot(brokers: Broker[], receivers: Child[]): Promise<Snapshot> {
-  const self = process.cpuUsage();
-  const each = await Promise.all(brokers.map((broker) => cpuTimes(broker.child.pid)));
-  return {
-    at: performance.now(),
-    machine: await machineBusySeconds(),
-    self: { user: self.user / 1e6, system: self.system / 1e6 },
-    broker: each.reduce((sum, cpu) => ({ user: sum.user + cpu.user, system: sum.system + cpu.system })),
-    brokers: each,
-    receivers: await Promise.all(receivers.map((child) => cpuTimes(child.pid))),
-  };
-}
-
-/** What each child had done when a run failed: receivers print `partial` on SIGTERM. */
-async function progress(children: Child[]): Promise<string> {
-  const notes: string[] = [];
-  for (const child of children) {
-    if (child.proc.exitCode === null && child.proc.signalCode === null) {
-      child.proc.kill("SIGTERM");
-      const partial = await withTimeout(child.waitJson<ReceiverResult>("partial"), 1000, "").catch(() => null);
-      if (partial) {
-        notes.push(`${child.name}: ${partial.received}/${partial.expected} received, ${partial.duplicates} duplicates`);
-      } else notes.push(`${child.name}: no report`);
-    } else {
-      notes.push(`${child.name}: exited ${child.proc.exitCode ?? child.proc.signalCode}`);
-    }
-    const stderr = child.stderr.trim();
-    if (stderr) notes.push(`  ${child.name} stderr: ${stderr.split("\n").slice(-3).join(" | ")}`);
-  }
-  return notes.length > 0 ? `\n      ${notes.join("\n      ")}` : "";
-}
 
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
@@ -274,6 +96,8 @@ interface Scenario {
   target: { label: string; check(median: Median): boolean } | null;
   /** Also show the median as a percentage of (a)'s, in the verdict line. */
   versusA?: boolean;
+  /** Measure the machine's latency floor (scripts/bench/floor.ts) before each run, at this rate. */
+  floor?: { rate: number; seconds: number };
 }
 
 
@@ -386,10 +210,16 @@ const SCENARIOS: Scenario[] = [
       };
     },
     target: { label: "p99 ≤ 2 ms", check: (m) => m.p99 <= 2 },
+    floor: { rate: SIZES.rate, seconds: SIZES.seconds },
   },
 ];
 
 // ── output ─────────────────────────────────────────────────────────────────────────────────────
+
+/** The floor's own warm-up is short: a bare relay has little to compile. */
+function measureFloor(floor: { rate: number; seconds: number }): Promise<FloorResult> {
+  return runFloor({ ...floor, warmupSeconds: QUICK ? 0.5 : 2 }, TIMEOUT_MS);
+}
 
 /** A median rate as a share of (a)'s median (measured earlier in the same run). */
 function versusA(rate: number): string {
@@ -435,10 +265,18 @@ async function main(): Promise<number> {
     if (!ONLY.has(scenario.key)) continue;
     console.log(`${scenario.title}\n  ${scenario.detail}`);
     const runs: RunResult[] = [];
+    const floors: FloorResult[] = [];
     const rows: string[][] = [];
     for (let run = 1; run <= RUNS; run++) {
       try {
+        // The floor runs right before its run, so that both see the machine in the same minute.
+        const floor = scenario.floor ? await measureFloor(scenario.floor).catch((error: Error) => error) : null;
         const result = await runOnce(scenario.plan(run), TIMEOUT_MS);
+        if (floor instanceof Error) result.note = [result.note, `floor failed: ${floor.message}`].join("; ");
+        else if (floor) {
+          floors.push(floor);
+          result.note = [result.note, `floor p99 ${ms(floor.latency.p99)} ms`].filter(Boolean).join("; ");
+        }
         runs.push(result);
         rows.push(row(String(run), result));
       } catch (error) {
@@ -451,6 +289,14 @@ async function main(): Promise<number> {
     if (med) rows.push(row("median", med));
     console.log(table(rows));
     if (med) console.log(`  ${cpuLine(med)}`);
+    const floorP99 = floors.length > 0 ? median(floors.map((f) => f.latency.p99)) : null;
+    if (med && floorP99 !== null) {
+      console.log(
+        `  floor: a bare TCP relay with the same processes, runtime and pacing (no Kitten-MQ) gave p99 ` +
+          `${floors.map((f) => ms(f.latency.p99)).join(" / ")} ms, median ${ms(floorP99)} ms: ` +
+          `Kitten-MQ and its client add ${ms(med.p99 - floorP99)} ms at p99 on this machine now`,
+      );
+    }
     const target = scenario.target;
     const pass = med !== null && target !== null && target.check(med);
     const figure = med === null ? "" : ` (median ${
@@ -468,6 +314,7 @@ async function main(): Promise<number> {
       median: med,
       runs: runs.map(({ note: _, ...r }) => r),
       failedRuns: RUNS - runs.length,
+      ...(floorP99 !== null ? { floor: { p99Median: floorP99, runs: floors } } : {}),
     };
   }
   console.log(`summary\n  ${verdicts.join("\n  ")}`);

@@ -187,7 +187,7 @@ function countFrom(seen: Uint8Array, skip: number): number {
 }
 
 /** Latency percentiles (ms) over the messages received, leaving out warm-up ones. */
-function percentiles(latency: Float64Array, seen: Uint8Array, skip: number, count: number) {
+export function percentiles(latency: Float64Array, seen: Uint8Array, skip: number, count: number) {
   const values: number[] = [];
   for (let seq = skip; seq < count; seq++) if (seen[seq]) values.push(latency[seq]!);
   if (values.length === 0) return null;

@@ -65,7 +65,7 @@ export function cpuLine(m: Median): string {
     `receivers ${per(m.cpu.receivers)}; ${busy.toFixed(2)} of ${navigator.hardwareConcurrency} cores busy`;
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((x, y) => x - y);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
