@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 import { type BrokerProcess, baseConfig, cli, startBrokerProcess } from "./_broker.ts";
 
 // One broker for the read-only and purge commands; the stop commands get their own.
@@ -22,13 +22,8 @@ afterAll(async () => {
   await broker?.stop();
 });
 
-const temps: string[] = [];
-afterAll(() => temps.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "kitten-cli-"));
-  temps.push(dir);
-  return dir;
-}
+const temps = new TempDirs("kitten-cli-");
+afterAll(temps.removeAll);
 
 const run = (...args: string[]) => cli([...args, "--config", broker.configPath]);
 
@@ -161,7 +156,7 @@ describe("kitten-mq CLI: stopping and no broker", () => {
   });
 
   it("kitten-mq status names the URL it tried when no broker runs", async () => {
-    const dir = tempDir();
+    const dir = temps.make();
     const configPath = join(dir, "c.json");
     await Bun.write(configPath, JSON.stringify({ httpServerPort: 1, dataDirectory: join(dir, "data") }));
     const status = await cli(["status", "--config", configPath]);
@@ -170,7 +165,7 @@ describe("kitten-mq CLI: stopping and no broker", () => {
   });
 
   it("kitten-mq status explains that the admin API is off when isManagementInterface is false", async () => {
-    const dir = tempDir();
+    const dir = temps.make();
     const configPath = join(dir, "c.json");
     await Bun.write(configPath, JSON.stringify({ isManagementInterface: false }));
     const status = await cli(["status", "--config", configPath]);

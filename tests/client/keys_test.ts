@@ -1,20 +1,13 @@
 import { afterAll, describe, expect, it } from "bun:test";
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { decodeProtectedHeader, importSPKI, jwtVerify } from "jose";
 import { loadOrCreateKeys, signHelloToken } from "../../src/client/keys.ts";
 import { KittenError } from "../../src/protocol/errors.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "kitten-keys-"));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-});
+const temps = new TempDirs("kitten-keys-");
+afterAll(temps.removeAll);
 
 async function keyError(promise: Promise<unknown>): Promise<KittenError> {
   try {
@@ -29,7 +22,7 @@ async function keyError(promise: Promise<unknown>): Promise<KittenError> {
 
 describe("loadOrCreateKeys()", () => {
   it("loadOrCreateKeys() creates the directory and a PKCS#8 .pem (mode 0600) and SPKI .pub", async () => {
-    const dir = join(await tempDir(), "nested", "keys");
+    const dir = join(temps.make(), "nested", "keys");
     const keys = await loadOrCreateKeys(dir, "client");
     const pem = await readFile(join(dir, "client.pem"), "utf8");
     const pub = await readFile(join(dir, "client.pub"), "utf8");
@@ -42,13 +35,13 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() returns a non-extractable private key", async () => {
-    const keys = await loadOrCreateKeys(await tempDir(), "client");
+    const keys = await loadOrCreateKeys(temps.make(), "client");
     expect(keys.privateKey.extractable).toBe(false);
     await expect(crypto.subtle.exportKey("pkcs8", keys.privateKey)).rejects.toThrow();
   });
 
   it("loadOrCreateKeys() loads an existing pair instead of creating a new one", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     const first = await loadOrCreateKeys(dir, "client");
     const before = await readFile(join(dir, "client.pem"), "utf8");
     const second = await loadOrCreateKeys(dir, "client");
@@ -57,20 +50,20 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() keeps separate pairs per name", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     const a = await loadOrCreateKeys(dir, "a");
     const b = await loadOrCreateKeys(dir, "b");
     expect(a.publicKeyPem).not.toBe(b.publicKeyPem);
   });
 
   it("loadOrCreateKeys() creates one pair when called concurrently", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     const all = await Promise.all([1, 2, 3, 4].map(() => loadOrCreateKeys(dir, "client")));
     for (const keys of all) expect(keys.publicKeyPem).toBe(all[0]!.publicKeyPem);
   });
 
   it("loadOrCreateKeys() refuses a lone .pem and names the missing .pub", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "client");
     await rm(join(dir, "client.pub"));
     const error = await keyError(loadOrCreateKeys(dir, "client"));
@@ -79,7 +72,7 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() refuses a lone .pub and names the missing .pem (never overwrites it)", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "client");
     await rm(join(dir, "client.pem"));
     const pub = await readFile(join(dir, "client.pub"), "utf8");
@@ -89,7 +82,7 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() refuses a .pem that is not a key and names it", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "client");
     await writeFile(join(dir, "client.pem"), "-----BEGIN PRIVATE KEY-----\nnot base64!\n-----END PRIVATE KEY-----\n");
     const error = await keyError(loadOrCreateKeys(dir, "client"));
@@ -97,7 +90,7 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() refuses a .pub that is not a key and names it", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "client");
     await writeFile(join(dir, "client.pub"), "hello");
     const error = await keyError(loadOrCreateKeys(dir, "client"));
@@ -105,7 +98,7 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() refuses a non-Ed25519 key (an ECDSA .pem)", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "client");
     const ec = await crypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign"]);
     const der = new Uint8Array(await crypto.subtle.exportKey("pkcs8", (ec as CryptoKeyPair).privateKey));
@@ -116,7 +109,7 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() refuses a .pub that belongs to another .pem", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await loadOrCreateKeys(dir, "a");
     await loadOrCreateKeys(dir, "b");
     await writeFile(join(dir, "a.pub"), await readFile(join(dir, "b.pub")));
@@ -125,14 +118,14 @@ describe("loadOrCreateKeys()", () => {
   });
 
   it("loadOrCreateKeys() reports an unreadable key file by name", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await mkdir(join(dir, "client.pem")); // a directory: reading it fails with EISDIR even as root
     const error = await keyError(loadOrCreateKeys(dir, "client"));
     expect(error.message).toContain(`Cannot read key file "${join(dir, "client.pem")}"`);
   });
 
   it("loadOrCreateKeys() refuses a keysName that is a path", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await keyError(loadOrCreateKeys(dir, "../escape"));
     await keyError(loadOrCreateKeys(dir, ""));
   });
@@ -140,7 +133,7 @@ describe("loadOrCreateKeys()", () => {
 
 describe("signHelloToken()", () => {
   it("signHelloToken() makes an EdDSA JWT with iss, aud, nonce, iat and exp that verifies with the .pub", async () => {
-    const keys = await loadOrCreateKeys(await tempDir(), "client");
+    const keys = await loadOrCreateKeys(temps.make(), "client");
     const now = Math.floor(Date.now() / 1000);
     const token = await signHelloToken({
       privateKey: keys.privateKey,
@@ -160,7 +153,7 @@ describe("signHelloToken()", () => {
   });
 
   it("signHelloToken() honours ttlSeconds and now", async () => {
-    const keys = await loadOrCreateKeys(await tempDir(), "client");
+    const keys = await loadOrCreateKeys(temps.make(), "client");
     const token = await signHelloToken({
       privateKey: keys.privateKey,
       clientId: "c",
@@ -175,7 +168,7 @@ describe("signHelloToken()", () => {
   });
 
   it("signHelloToken() refuses a ttlSeconds outside 1..300", async () => {
-    const keys = await loadOrCreateKeys(await tempDir(), "client");
+    const keys = await loadOrCreateKeys(temps.make(), "client");
     const base = { privateKey: keys.privateKey, clientId: "c", audience: "b", nonce: "n" };
     for (const ttlSeconds of [0, -1, 301, 1.5, Number.NaN]) {
       await expect(signHelloToken({ ...base, ttlSeconds })).rejects.toThrow(RangeError);

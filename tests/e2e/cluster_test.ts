@@ -15,13 +15,13 @@
  * strings differ by port.
  */
 import { afterEach, expect, it } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client, type KittenError } from "../../mod.ts";
 import { Cleanup, clientOptions, freePort, type Received, recorder, sleep, waitFor } from "../helpers/broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 import { parseConfig } from "../../src/server/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
@@ -32,20 +32,14 @@ import type { Store, StoredMessage } from "../../src/server/store/store.ts";
 const cleanup = new Cleanup();
 const nodes: Node[] = [];
 const children: ChildBroker[] = [];
-const directories: string[] = [];
+const temps = new TempDirs();
 
 afterEach(async () => {
   await cleanup.run(); // clients first
   for (const node of nodes.splice(0)) await node.stop().catch(() => {});
   for (const child of children.splice(0)) if (child.proc.exitCode === null && !child.proc.killed) await kill9(child);
-  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
+  temps.removeAll();
 });
-
-function tempDir(prefix: string): string {
-  const directory = mkdtempSync(join(tmpdir(), prefix));
-  directories.push(directory);
-  return directory;
-}
 
 // ── in-process brokers that can stop and come back (same port, same folder, same store) ──────
 
@@ -111,7 +105,7 @@ class Node {
 
 /** `count` brokers; the first is master. `overrides` apply to all (durability memory unless given). */
 function cluster(count: number, overrides: Record<string, unknown> = {}): Node[] {
-  const root = tempDir("kitten-cluster-");
+  const root = temps.make("kitten-cluster-");
   return Array.from({ length: count }, (_, i) => {
     const node = new Node(`broker-${i}`, join(root, `b${i}`), {
       durability: "memory",
@@ -325,7 +319,7 @@ interface ProcNode {
 
 /** Three subprocess brokers in fsync mode on fixed ports; the first is master. */
 async function spawnCluster(count: number): Promise<ProcNode[]> {
-  const root = tempDir("kitten-cluster-proc-");
+  const root = temps.make("kitten-cluster-proc-");
   const configs = await Promise.all(range(0, count).map(async (i) => {
     const port = await freePort();
     const configPath = writeBrokerConfig(join(root, `b${i}`), {
@@ -445,7 +439,7 @@ it("cluster: a dead host at client start (closed port, or a port that never answ
   expect(codes(errors).filter((code) => code === "FENCED" || code === "TWO_MASTERS")).toEqual([]);
 
   // The dead host comes up (a slave): the client's reconnect loop joins it, and it stores new sends.
-  const late = new Node("late", tempDir("kitten-cluster-late-"), { durability: "memory", isMaster: false });
+  const late = new Node("late", temps.make("kitten-cluster-late-"), { durability: "memory", isMaster: false });
   late.port = closedPort;
   nodes.push(late);
   late.start();

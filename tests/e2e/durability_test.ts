@@ -7,8 +7,7 @@
  * pending; the kill -9 tests run the broker as a process (tests/helpers/crash.ts).
  */
 import { afterEach, expect, it } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
 import {
@@ -22,6 +21,7 @@ import {
   waitFor,
 } from "../helpers/broker.ts";
 import { type ChildBroker, kill9, runCrashTest, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 import { parseConfig } from "../../src/server/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
@@ -30,28 +30,21 @@ import { SqliteStore } from "../../src/server/store/sqlite_store.ts";
 import type { Store } from "../../src/server/store/store.ts";
 
 const cleanup = new Cleanup();
-const directories: string[] = [];
+const temps = new TempDirs("kitten-durable-");
 const children: ChildBroker[] = [];
 
 afterEach(async () => {
   for (const child of children.splice(0)) if (child.proc.exitCode === null && !child.proc.killed) await kill9(child);
   await cleanup.run();
-  for (const directory of directories.splice(0)) rmSync(directory, { recursive: true, force: true });
+  temps.removeAll(); // after its brokers stopped
 });
-
-/** A temp folder removed after the test (after its brokers stopped). */
-function tempDir(prefix = "kitten-durable-"): string {
-  const directory = mkdtempSync(join(tmpdir(), prefix));
-  directories.push(directory);
-  return directory;
-}
 
 /**
  * A broker in process with the store given (undefined: the one its config asks for), and its
  * server (`startTestBroker` neither takes a store nor exposes softStop).
  */
 function inProcess(overrides: Record<string, unknown>, store?: Store | null): TestBroker & { server: BrokerServer } {
-  const root = tempDir("kitten-broker-");
+  const root = temps.make("kitten-broker-");
   const config = parseConfig({
     isManagementInterface: false,
     registeredClientsPath: join(root, "clients"),
@@ -86,7 +79,7 @@ function live(broker: TestBroker, queue: string): number {
 // ── recovery ───────────────────────────────────────────────────────────────────────────────────
 
 it("durability: 50 confirmed messages survive a restart and are delivered in order", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data });
   const sender = await cleanup.client(first);
   await sendAll(sender, "jobs/v1/1", range(0, 50));
@@ -106,7 +99,7 @@ it("durability: 50 confirmed messages survive a restart and are delivered in ord
 });
 
 it("durability: a delivery in flight at stop is delivered again after the restart", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data });
   const mq = await cleanup.client(first);
   await mq.send("jobs/v1/1", { n: 1 });
@@ -129,7 +122,7 @@ it("durability: a delivery in flight at stop is delivered again after the restar
 
 it("durability: the delivery count of a message in flight at stop survives the restart (nbRequeues)", async () => {
   // Issue 5 item 4: "reloads every unacked and waiting message, in order, with its delivery count".
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data });
   const mq = await cleanup.client(first);
   await mq.send("jobs/v1/1", { n: 1 });
@@ -151,7 +144,7 @@ it("durability: the delivery count of a message in flight at stop survives the r
 it("durability: stopping the broker does not count against requeueLimit (an in-flight message is not killed)", async () => {
   // requeueLimit 1 and no deadLetter: if the stop counted as a failed delivery the message would
   // die and be deleted, a confirmed message lost by a clean stop.
-  const data = tempDir();
+  const data = temps.make();
   const channels = { "jobs/v1": { requeueLimit: 1 } };
   const first = cleanup.broker({ dataDirectory: data, channels });
   const mq = await cleanup.client(first);
@@ -168,7 +161,7 @@ it("durability: stopping the broker does not count against requeueLimit (an in-f
 });
 
 it("durability: acked messages are not recovered; dead-lettered ones come back in the dead-letter queue only", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const channels = { "jobs/v1": { deadLetter: "dead/v1", requeueLimit: 1 } };
   const first = cleanup.broker({ dataDirectory: data, channels });
   const mq = await cleanup.client(first);
@@ -201,7 +194,7 @@ it("durability: acked messages are not recovered; dead-lettered ones come back i
 });
 
 it("durability: a recovered dead letter keeps its deadLetter info (reason, channel, messageId)", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const channels = { "jobs/v1": { deadLetter: "dead/v1", requeueLimit: 1 } };
   const first = cleanup.broker({ dataDirectory: data, channels });
   const mq = await cleanup.client(first);
@@ -230,7 +223,7 @@ it("durability: a recovered dead letter keeps its deadLetter info (reason, chann
 });
 
 it("durability: recovery keeps waiting messages beyond a smaller maxItemsInQueue", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data, maxItemsInQueue: 1000 });
   const sender = await cleanup.client(first);
   await sendAll(sender, "jobs/v1/1", range(0, 30));
@@ -250,7 +243,7 @@ it("durability: recovery keeps waiting messages beyond a smaller maxItemsInQueue
 // ── modes ──────────────────────────────────────────────────────────────────────────────────────
 
 it("durability: memory mode creates no store file, and a restart has nothing", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data, durability: "memory" });
   expect(first.broker.store).toBeNull();
   const sender = await cleanup.client(first);
@@ -272,7 +265,7 @@ it("durability: memory mode creates no store file, and a restart has nothing", a
 });
 
 it("durability: a memory channel in an fsync broker loses its messages on restart, the others' survive", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const channels = { "x/v1": { durability: "memory" } };
   const first = cleanup.broker({ dataDirectory: data, channels });
   const sender = await cleanup.client(first);
@@ -297,7 +290,7 @@ it("durability: a memory channel in an fsync broker loses its messages on restar
 });
 
 it("durability: switching a broker with stored messages to memory mode still delivers them", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data });
   const sender = await cleanup.client(first);
   await sendAll(sender, "jobs/v1/1", [0, 1]);
@@ -314,7 +307,7 @@ it("durability: switching a broker with stored messages to memory mode still del
 });
 
 it("durability: batch mode confirms before the commit, and commits within commitIntervalMs", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const broker = cleanup.broker({ dataDirectory: data, durability: "batch", commitIntervalMs: 1000 });
   const store = broker.broker.store as SqliteStore;
   expect(store.mode).toBe("batch");
@@ -332,7 +325,7 @@ it("durability: batch mode confirms before the commit, and commits within commit
 });
 
 it("durability: batch mode — after commitIntervalMs a confirmed message survives kill -9", async () => {
-  const dir = tempDir();
+  const dir = temps.make();
   const configPath = writeBrokerConfig(dir, { durability: "batch", commitIntervalMs: 100 });
   const child = await spawnBroker(configPath);
   children.push(child);
@@ -352,7 +345,7 @@ it("durability: batch mode — after commitIntervalMs a confirmed message surviv
 });
 
 it("durability: fsync mode — a confirmed message survives kill -9 at once, and an unacked delivery comes back", async () => {
-  const dir = tempDir();
+  const dir = temps.make();
   const child = await spawnBroker(writeBrokerConfig(dir, {}));
   children.push(child);
   const mq = await cleanup.client(child);
@@ -375,7 +368,7 @@ it("durability: fsync mode — a confirmed message survives kill -9 at once, and
 // ── store failures ─────────────────────────────────────────────────────────────────────────────
 
 it("durability: while the store fails, sends get STORE_UNAVAILABLE, stored messages are still delivered, and it recovers", async () => {
-  const data = tempDir();
+  const data = temps.make();
   let failing = false;
   const store = new SqliteStore({
     directory: data,
@@ -422,7 +415,7 @@ it("durability: while the store fails, sends get STORE_UNAVAILABLE, stored messa
 });
 
 it("durability: in batch mode a failing store refuses sends, and keeps the ones it confirmed", async () => {
-  const data = tempDir();
+  const data = temps.make();
   let failing = false;
   const store = new SqliteStore({
     directory: data,
@@ -457,7 +450,7 @@ it("durability: in batch mode a failing store refuses sends, and keeps the ones 
 });
 
 it("durability: a message that dies while the store fails is not lost (dead letter not stored)", async () => {
-  const data = tempDir();
+  const data = temps.make();
   let failing = false;
   const store = new SqliteStore({
     directory: data,
@@ -493,7 +486,7 @@ it("durability: a message that dies while the store fails is not lost (dead lett
 // ── soft-stop ──────────────────────────────────────────────────────────────────────────────────
 
 it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight delivery, exits 0, loses nothing", async () => {
-  const dir = tempDir();
+  const dir = temps.make();
   const child = await spawnBroker(writeBrokerConfig(dir, {}));
   children.push(child);
   const sender = await cleanup.client(child);
@@ -540,7 +533,7 @@ it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight d
 });
 
 it("durability: soft-stop past its grace stops anyway, and the unacked delivery survives", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const broker = inProcess({ dataDirectory: data });
   const server = broker.server;
   const mq = await cleanup.client(broker);
@@ -564,7 +557,7 @@ it("durability: soft-stop past its grace stops anyway, and the unacked delivery 
 });
 
 it("durability: soft-stop lets in-flight deliveries finish but starts no new ones", async () => {
-  const data = tempDir();
+  const data = temps.make();
   const broker = inProcess({ dataDirectory: data });
   const mq = await cleanup.client(broker);
   await sendAll(mq, "jobs/v1/1", [0, 1, 2, 3, 4]);

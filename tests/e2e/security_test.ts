@@ -4,8 +4,7 @@
  * names what failed, that the connection is closed, and that the broker still serves a bystander.
  */
 import { afterEach, expect, it } from "bun:test";
-import { copyFile, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { copyFile, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { SignJWT } from "jose";
 import { Client } from "../../mod.ts";
@@ -23,20 +22,19 @@ import {
   token,
   unsignedToken,
 } from "../helpers/security.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 import { answerChallenge, dial, hello, proofFor } from "../helpers/wire.ts";
 
 const cleanup = new Cleanup();
-afterEach(cleanup.run);
+const temps = new TempDirs("kitten-sec-");
+afterEach(async () => {
+  temps.removeAll();
+  await cleanup.run();
+});
 
 let seq = 0;
 /** A client id no earlier test used (pins are per broker, but keep names telling). */
 const freshId = (name: string) => `${name}-${process.pid}-${++seq}`;
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "kitten-sec-"));
-  cleanup.defer(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 function pinFile(broker: { broker: { config: { registeredClientsPath: string } } }, id: string): string {
   return join(broker.broker.config.registeredClientsPath, `${id}.pub`);
@@ -46,9 +44,9 @@ function pinFile(broker: { broker: { config: { registeredClientsPath: string } }
 
 it("e2e: security keys: a keysDirectory with only the .pem refuses connect() with KEY_FILE_ERROR naming the missing .pub", async () => {
   const broker = cleanup.broker();
-  const source = await tempDir();
+  const source = temps.make();
   await loadOrCreateKeys(source, "half");
-  const keysDirectory = await tempDir();
+  const keysDirectory = temps.make();
   await copyFile(join(source, "half.pem"), join(keysDirectory, "half.pem"));
 
   const mq = cleanup.add(new Client());
@@ -63,9 +61,9 @@ it("e2e: security keys: a keysDirectory with only the .pem refuses connect() wit
 
 it("e2e: security keys: a keysDirectory with only the .pub refuses connect() with KEY_FILE_ERROR naming the missing .pem", async () => {
   const broker = cleanup.broker();
-  const source = await tempDir();
+  const source = temps.make();
   await loadOrCreateKeys(source, "half");
-  const keysDirectory = await tempDir();
+  const keysDirectory = temps.make();
   await copyFile(join(source, "half.pub"), join(keysDirectory, "half.pub"));
 
   const mq = cleanup.add(new Client());
@@ -77,7 +75,7 @@ it("e2e: security keys: a keysDirectory with only the .pub refuses connect() wit
 
 it("e2e: security keys: a missing pair is created (.pem mode 0600) and its .pub is what the broker pins", async () => {
   const broker = cleanup.broker();
-  const keysDirectory = join(await tempDir(), "nested", "keys"); // the folder does not exist yet
+  const keysDirectory = join(temps.make(), "nested", "keys"); // the folder does not exist yet
   const id = freshId("newkeys");
   await cleanup.client(broker, { clientId: id, keysDirectory, keysName: "me" });
   const pem = await stat(join(keysDirectory, "me.pem"));
@@ -114,7 +112,7 @@ it("e2e: security pinning: the same id with another key pair gets KEY_MISMATCH; 
   expect(thief.isConnected()).toBe(false);
 
   // Another key directory with the same file names is another identity too.
-  const elsewhere = await tempDir();
+  const elsewhere = temps.make();
   const thief2 = cleanup.add(new Client());
   const error2 = await rejection(thief2.connect(clientOptions(broker, { clientId: id, keysDirectory: elsewhere, keysName: "pin-a" })));
   expect(error2.code).toBe("KEY_MISMATCH");

@@ -1,20 +1,13 @@
 import { afterAll, describe, expect, it } from "bun:test";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { exportSPKI, generateKeyPair } from "jose";
 import { KittenError } from "../../src/protocol/errors.ts";
 import { isValidClientId, KeyRegistry, validateClientId } from "../../src/server/pinning.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 
-const dirs: string[] = [];
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "kitten-pins-"));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-});
+const temps = new TempDirs("kitten-pins-");
+afterAll(temps.removeAll);
 
 async function newPublicPem(): Promise<string> {
   const pair = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });
@@ -62,7 +55,7 @@ describe("client ids", () => {
 
 describe("KeyRegistry", () => {
   it("KeyRegistry.pin() pins a first key, creating the folder, and get() returns it", async () => {
-    const dir = join(await tempDir(), "clients");
+    const dir = join(temps.make(), "clients");
     const registry = new KeyRegistry(dir);
     const pem = await newPublicPem();
     expect(await registry.get("c1")).toBeNull();
@@ -72,7 +65,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.pin() answers matches for the same key, whatever its line breaks", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     const pem = await newPublicPem();
     await registry.pin("c1", pem);
     expect(await registry.pin("c1", pem)).toBe("matches");
@@ -82,7 +75,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.pin() refuses another key with KEY_MISMATCH naming the client", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     await registry.pin("c1", await newPublicPem());
     try {
       await registry.pin("c1", await newPublicPem());
@@ -95,7 +88,7 @@ describe("KeyRegistry", () => {
 
   it("KeyRegistry.pin() race: two first pins with different keys, exactly one wins", async () => {
     for (let round = 0; round < 10; round++) {
-      const registry = new KeyRegistry(await tempDir());
+      const registry = new KeyRegistry(temps.make());
       const [a, b] = [await newPublicPem(), await newPublicPem()];
       const results = await Promise.allSettled([registry.pin("c1", a), registry.pin("c1", b)]);
       const won = results.filter((r) => r.status === "fulfilled");
@@ -110,21 +103,21 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.pin() race across registries (two broker processes) also has one winner", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     const pems = await Promise.all([1, 2, 3, 4].map(newPublicPem));
     const results = await Promise.allSettled(pems.map((pem) => new KeyRegistry(dir).pin("c1", pem)));
     expect(results.filter((r) => r.status === "fulfilled").length).toBe(1);
   });
 
   it("KeyRegistry.pin() race with the same key: one pinned, the other matches", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     const pem = await newPublicPem();
     const results = await Promise.all([registry.pin("c1", pem), registry.pin("c1", pem)]);
     expect(results.sort()).toEqual(["matches", "pinned"]);
   });
 
   it("KeyRegistry refuses traversal ids before touching the disk", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     const registry = new KeyRegistry(join(dir, "clients"));
     const pem = await newPublicPem();
     for (const id of BAD_IDS) {
@@ -136,7 +129,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.pin() refuses a key that is not an Ed25519 SPKI PEM with AUTH_FAILED", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     const ec = await generateKeyPair("ES256", { extractable: true });
     for (const pem of ["", "garbage", await exportSPKI(ec.publicKey), `${await newPublicPem()}${"x".repeat(2000)}`]) {
       expect(await codeOf(registry.pin("c1", pem))).toBe("AUTH_FAILED");
@@ -145,7 +138,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.get() refuses a damaged pinned file with KEY_FILE_ERROR instead of re-pinning", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     await writeFile(join(dir, "old.pub"), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n");
     const registry = new KeyRegistry(dir);
     expect(await codeOf(registry.get("old"))).toBe("KEY_FILE_ERROR");
@@ -153,7 +146,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.unpin() removes the pin so a new key can pin (rotation)", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     await registry.pin("c1", await newPublicPem());
     expect(await registry.unpin("c1")).toBe(true);
     expect(await registry.get("c1")).toBeNull();
@@ -164,7 +157,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.forget() drops the cache after the file changed behind the broker", async () => {
-    const registry = new KeyRegistry(await tempDir());
+    const registry = new KeyRegistry(temps.make());
     await registry.pin("c1", await newPublicPem());
     await rm(join(registry.directory, "c1.pub"));
     expect(await registry.get("c1")).not.toBeNull(); // cached
@@ -173,7 +166,7 @@ describe("KeyRegistry", () => {
   });
 
   it("KeyRegistry.list() returns pinned ids sorted, ignoring other files and a missing folder", async () => {
-    const dir = await tempDir();
+    const dir = temps.make();
     expect(await new KeyRegistry(join(dir, "missing")).list()).toEqual([]);
     const registry = new KeyRegistry(dir);
     await registry.pin("b", await newPublicPem());

@@ -12,18 +12,15 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { client } from "../../mod.ts";
+import { TempDirs } from "../helpers/temp_dir.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
 
 const processes = new Set<Subprocess>();
-const folders = new Set<string>();
+const folders = new TempDirs("kitten-ship-");
 
-/** A temp folder removed by `cleanupAll()`. */
-export function tempDir(prefix = "kitten-ship-"): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  folders.add(dir);
-  return dir;
-}
+/** A temp folder removed by `cleanupAll()`: `tempDir(prefix = "kitten-ship-")`. */
+export const tempDir = folders.make;
 
 export async function cleanupAll(): Promise<void> {
   for (const child of processes) {
@@ -31,8 +28,7 @@ export async function cleanupAll(): Promise<void> {
     await child.exited;
   }
   processes.clear();
-  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
-  folders.clear();
+  folders.removeAll();
   if (compiled) await compiled.catch(() => {});
   if (compiledDir) rmSync(compiledDir, { recursive: true, force: true });
   compiledDir = null;

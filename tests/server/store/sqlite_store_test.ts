@@ -1,8 +1,7 @@
 import { Database } from "bun:sqlite";
-import { expect, it } from "bun:test";
+import { afterAll, expect, it } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, copyFileSync, existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { KittenError } from "../../../src/protocol/errors.ts";
 import { memoryLogger } from "../../../src/server/log.ts";
@@ -10,16 +9,17 @@ import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/rec
 import { MAX_DELETES_PER_COMMIT, SqliteStore, type SqliteStoreOptions } from "../../../src/server/store/sqlite_store.ts";
 import type { Store, StoredMessage } from "../../../src/server/store/store.ts";
 import { STORE_VERSION } from "../../../src/version.ts";
+import { TempDirs } from "../../helpers/temp_dir.ts";
 import { delivery, fields, runStoreConformance, storedMessage } from "./store_conformance.ts";
 
-function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), "kitten-store-"));
-}
+// Each test removes its folders when done; afterAll catches any that a failure left behind.
+const temps = new TempDirs("kitten-store-");
+afterAll(temps.removeAll);
 
 /** A store in a fresh temp directory; `reopen` closes it and opens the directory again. */
 function sqliteSubject(mode: "fsync" | "batch") {
   return async () => {
-    const directory = tempDir();
+    const directory = temps.make();
     const open = () => new SqliteStore({ directory, mode, commitIntervalMs: 2, logger: memoryLogger() });
     let current: Store = open();
     const store = current as SqliteStore;
@@ -47,7 +47,7 @@ async function withStore(
   options: Partial<SqliteStoreOptions>,
   body: (store: SqliteStore, directory: string) => Promise<void>,
 ): Promise<void> {
-  const directory = tempDir();
+  const directory = temps.make();
   const store = new SqliteStore({ directory, logger: memoryLogger(), ...options });
   try {
     await body(store, directory);
@@ -72,7 +72,7 @@ function snapshot(directory: string): string[] {
 
 /** Like `snapshot`, the loaded messages. */
 function snapshotMessages(directory: string): StoredMessage[] {
-  const copy = tempDir();
+  const copy = temps.make();
   try {
     for (const suffix of ["", "-wal"]) {
       const file = join(directory, STORE_FILE + suffix);
@@ -279,7 +279,7 @@ it("SqliteStore splits delivery counts beyond MAX_DELETES_PER_COMMIT into severa
 });
 
 it("SqliteStore.noteDelivery() after close() is ignored, and close() writes the counts noted before", async () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const store = new SqliteStore({ directory, commitIntervalMs: 1000, logger: memoryLogger() });
     const message = storedMessage(1);
@@ -368,7 +368,7 @@ it("SqliteStore in batch mode refuses appends while commits fail and retries the
 });
 
 it("SqliteStore.close() in fsync mode rejects pending appends when the last commit fails", async () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const store = new SqliteStore({
       directory,
@@ -392,7 +392,7 @@ it("SqliteStore.close() in fsync mode rejects pending appends when the last comm
 const bun = process.execPath;
 const fullChild = join(import.meta.dir, "../../helpers/store_full_child.ts");
 const canMountTmpfs = (() => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const probe = spawnSync("unshare", ["--user", "--map-root-user", "--mount", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", directory]);
     return probe.status === 0;
@@ -404,7 +404,7 @@ const canMountTmpfs = (() => {
 })();
 
 function inTmpfs(scenario: string, size: string): Record<string, unknown> {
-  const mount = tempDir();
+  const mount = temps.make();
   try {
     const child = spawnSync(
       "unshare",
@@ -441,7 +441,7 @@ it.skipIf(!canMountTmpfs)("SqliteStore on a full tmpfs refuses appends with STOR
 
 it("SqliteStore refuses to open a read-only data directory with STORE_UNAVAILABLE", () => {
   if (process.getuid?.() !== 0) {
-    const directory = tempDir();
+    const directory = temps.make();
     const store = new SqliteStore({ directory, logger: memoryLogger() });
     store.close();
     chmodSync(directory, 0o555);
@@ -468,7 +468,7 @@ it("SqliteStore refuses a second store on the same directory (another broker)", 
 });
 
 it("SqliteStore refuses a store written by a newer store version", () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     new SqliteStore({ directory, logger: memoryLogger() }).close();
     const db = new Database(join(directory, STORE_FILE));
@@ -496,7 +496,7 @@ it("SqliteStore refuses a store written by a newer store version", () => {
 });
 
 it("SqliteStore refuses a database that is not a Kitten-MQ store", () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const db = new Database(join(directory, STORE_FILE));
     db.run("CREATE TABLE something (x)");
@@ -510,7 +510,7 @@ it("SqliteStore refuses a database that is not a Kitten-MQ store", () => {
 const fixtureV1 = readFileSync(join(import.meta.dir, "fixtures/store_v1.sql"), "utf8");
 
 it("SqliteStore reads the checked-in store v1 fixture (upgrade/readback)", async () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const db = new Database(join(directory, STORE_FILE));
     db.run(fixtureV1);
@@ -550,7 +550,7 @@ it("SqliteStore reads the checked-in store v1 fixture (upgrade/readback)", async
 const fixtureV2 = readFileSync(join(import.meta.dir, "fixtures/store_v2.sql"), "utf8");
 
 it("SqliteStore reads the checked-in store v2 fixture (delivery counts and dead letters)", async () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const db = new Database(join(directory, STORE_FILE));
     db.run(fixtureV2);
@@ -650,7 +650,7 @@ it("migrate() runs each upgrade step in order and records the new version, in on
 });
 
 it("SqliteStore.setMeta() writes a value that survives reopening (cluster epoch)", () => {
-  const directory = tempDir();
+  const directory = temps.make();
   try {
     const store = new SqliteStore({ directory, logger: memoryLogger() });
     expect(store.meta(META.EPOCH)).toBe(0);
@@ -667,7 +667,7 @@ it("SqliteStore.setMeta() writes a value that survives reopening (cluster epoch)
 });
 
 it("SqliteStore creates a missing data directory and logs where it opened", () => {
-  const parent = tempDir();
+  const parent = temps.make();
   try {
     const logger = memoryLogger();
     const directory = join(parent, "a", "b");
