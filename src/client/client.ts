@@ -7,17 +7,13 @@
 import { EventEmitter } from "node:events";
 import {
   type Challenge,
-  decodeBody,
-  type DeliverFields,
   encode,
   FRAME_HEADER_SIZE,
   FrameBatch,
   isErrorCode,
   KittenError,
-  MAX_NACK_DELAY_SECONDS,
   OP,
   parseChannel,
-  queueName,
   RecentMap,
   writeSend,
 } from "../protocol/mod.ts";
@@ -25,11 +21,11 @@ import { HostConnection } from "./connection.ts";
 import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
 import { type HostStatus, MasterTracker } from "./masters.ts";
 import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
+import { Receiver } from "./receiver.ts";
 import {
   type ChannelInput,
   type ConsumeHandler,
   type DeliveryInfo,
-  type Done,
   type ListenHandler,
   type SubscribeOptions,
   Subscription,
@@ -60,9 +56,6 @@ const scratch = new FrameBatch(4096);
 /** How many confirmed sends the client keeps to bring a slave that was away up to date. */
 const CONFIRMED_WINDOW = 20_000;
 
-/** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
-const ACKED_WINDOW = 20_000;
-
 export class Client extends EventEmitter {
   #options: ClientOptions | null = null;
   #connections: HostConnection[] = [];
@@ -81,8 +74,12 @@ export class Client extends EventEmitter {
     master: (host, epoch) => this.emit("master", { host, epoch }),
     problem: (error) => this.#report(error),
   });
-  /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
-  readonly #acked = new RecentMap<string, AckedDelivery>(ACKED_WINDOW);
+  readonly #receiver = new Receiver(
+    this.#subscriptions,
+    this.#masters,
+    () => this.#connections,
+    (error) => this.#report(error),
+  );
   /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
   readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
@@ -130,7 +127,7 @@ export class Client extends EventEmitter {
         close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
         frame: (connection, value) => this.#guarded(() => this.#onFrame(connection, value)),
-        deliver: (connection, delivery) => this.#guarded(() => this.#onDeliver(connection, delivery)),
+        deliver: (connection, delivery) => this.#guarded(() => this.#receiver.receive(connection, delivery)),
       }, this.#dial, prove)
     );
     keys.then(
@@ -328,7 +325,8 @@ export class Client extends EventEmitter {
         const [, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value as [
           number, number, number, string, string, number, Uint8Array, number, DeliveryInfo["deadLetter"],
         ];
-        return this.#onDeliver(connection, { sub, tag, messageId, destination, nbRequeues, body, created }, deadLetter);
+        const fields = { sub, tag, messageId, destination, nbRequeues, body, created };
+        return this.#receiver.receive(connection, fields, deadLetter);
       }
       case OP.OK:
         for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
@@ -375,70 +373,6 @@ export class Client extends EventEmitter {
     entry.subscription.settle(error);
   }
 
-  #onDeliver(connection: HostConnection, delivery: DeliverFields, deadLetter?: DeliveryInfo["deadLetter"]): void {
-    const { sub, tag, messageId, destination, nbRequeues, body, created } = delivery;
-    const subscription = this.#subscriptions.get(sub);
-    if (!subscription) return; // closed locally; the broker requeues it when the close lands
-    if (!this.#masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
-    const generation = connection.generation;
-    // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
-    // an acked message again): acked before means settle it again, once, without the handler.
-    if (this.#connections.length > 1 && this.#acked.has(ackedOf(subscription, destination, messageId).key)) {
-      return this.#ack(connection, subscription, tag, destination, messageId);
-    }
-    let message: unknown;
-    try {
-      message = decodeBody(body);
-    } catch (error) {
-      this.#report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
-      return connection.send([OP.NACK, sub, tag, 0]);
-    }
-    const info: DeliveryInfo = {
-      messageId,
-      channel: { endpoint: subscription.endpoint, version: subscription.version, id: destination },
-      created,
-      nbRequeues,
-      handlerId: sub,
-    };
-    if (deadLetter) info.deadLetter = deadLetter;
-    let settled = false;
-    const done: Done = (ok = true, delaySeconds = 0) => {
-      if (settled || connection.generation !== generation) return; // late: the broker requeued it
-      settled = true;
-      if (ok !== false) return this.#ack(connection, subscription, tag, destination, messageId);
-      connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
-    };
-    try {
-      if (subscription.kind === "consume") {
-        (subscription.handler as ConsumeHandler)(null, message, done, info);
-        return;
-      }
-      const result = (subscription.handler as ListenHandler)(null, message, info);
-      if (result instanceof Promise) result.then(() => done(), (error) => this.#handlerFailed(error, done));
-      else done();
-    } catch (error) {
-      this.#handlerFailed(error, done);
-    }
-  }
-
-  /**
-   * Acks on the delivering broker. With several brokers the ack is also copied to the others
-   * (slaves drop their copy) and remembered; a lone broker needs neither, and saves their cost.
-   */
-  #ack(connection: HostConnection, subscription: Subscription, tag: number, destination: string, messageId: string): void {
-    connection.ack(subscription.sub, tag);
-    if (this.#connections.length === 1) return;
-    const acked = ackedOf(subscription, destination, messageId);
-    for (const other of this.#connections) if (other !== connection) other.mirror(acked.kind, acked.queue, destination, messageId);
-    this.#acked.set(acked.key, acked);
-  }
-
-  /** A handler threw: the message is requeued (at least once) and the error reported. */
-  #handlerFailed(error: unknown, done: Done): void {
-    this.#report(error instanceof Error ? error : new Error(String(error)));
-    done(false);
-  }
-
   /** A frame the broker would refuse would close the link and be resent forever: refuse it here. */
   #checkSize(connection: HostConnection, channel: string, frame: Uint8Array): void {
     const size = frame.length - FRAME_HEADER_SIZE;
@@ -462,7 +396,7 @@ export class Client extends EventEmitter {
    */
   #catchUp(connection: HostConnection): void {
     for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
-    for (const [, acked] of this.#acked.entries()) connection.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+    this.#receiver.catchUp(connection);
   }
 
   /**
@@ -497,22 +431,6 @@ function randomPrefix(): string {
   let text = "";
   for (const byte of bytes) text += String.fromCharCode(byte);
   return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
-}
-
-/** One acked delivery target of a message, remembered to recognise it after a failover. */
-interface AckedDelivery {
-  /** Unambiguous whatever the ids contain (a separator character could appear in them). */
-  key: string;
-  kind: 0 | 1;
-  queue: string;
-  destination: string;
-  messageId: string;
-}
-
-function ackedOf(subscription: Subscription, destination: string, messageId: string): AckedDelivery {
-  const kind = subscription.kind === "consume" ? 1 : 0;
-  const queue = queueName(subscription.endpoint, subscription.version);
-  return { key: JSON.stringify([kind, queue, destination, messageId]), kind, queue, destination, messageId };
 }
 
 /** Creates a client (the original API: `require('kitten-mq').client()`). */

@@ -10,9 +10,9 @@
  * No I/O and no timers here: the broker calls `tick(now)` and injects the clock, so tests can
  * drive time.
  */
+import { Deliveries } from "./deliveries.ts";
 import { Groups } from "./groups.ts";
-import { MinHeap } from "./heap.ts";
-import { WaitingList } from "./waiting.ts";
+import { Parking } from "./parking.ts";
 import { Copy, CopyState, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "./config.ts";
@@ -42,8 +42,6 @@ export interface QueueCounters {
   dead: number;
 }
 
-let nextTag = 1;
-
 export class Queue {
   readonly counters: QueueCounters = {
     received: 0, delivered: 0, acked: 0, nacked: 0, timeout: 0, dropped: 0, expired: 0, dead: 0,
@@ -56,17 +54,8 @@ export class Queue {
    */
   mirroring = false;
   readonly #groups = new Groups();
-  /** Copies nobody can receive yet, oldest first. */
-  readonly #waiting = new WaitingList();
-  /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
-  #parkBatch: Copy[] | null = null;
-  /**
-   * Registered handlers. Ack timeouts scan each one's `inflight` map, which iterates in delivery
-   * order, that is deadline order: no second per-delivery index to maintain on the hot path.
-   */
-  readonly #handlers = new Set<Handler>();
-  readonly #delayed = new MinHeap<Copy>();
-  #inflight = 0;
+  readonly #deliveries = new Deliveries();
+  readonly #parking = new Parking(this, (copy, reason) => this.#kill(copy, reason));
 
   constructor(readonly name: string, public settings: QueueSettings, readonly hooks: QueueHooks) {}
 
@@ -74,7 +63,7 @@ export class Queue {
 
   /** Adds a handler, hands it the messages waiting for its ids, then fills its prefetch. */
   subscribe(handler: Handler): void {
-    this.#handlers.add(handler);
+    this.#deliveries.add(handler);
     const group = this.#groups.of(handler);
     for (const id of handler.ids) this.#groups.index(group, handler, id);
     this.#flushWaiting(group, handler.ids);
@@ -99,7 +88,7 @@ export class Queue {
       if (!handler.ids.delete(id)) continue;
       this.#groups.unindex(group, handler, id);
     }
-    this.#batchParks(() => this.#parkOrphans(group));
+    this.#parking.batch(() => this.#parking.parkOrphans(group));
   }
 
   /**
@@ -107,14 +96,14 @@ export class Queue {
    * once: waiting for the ack timeout would delay them for nothing.
    */
   unsubscribe(handler: Handler): void {
-    this.#handlers.delete(handler);
+    this.#deliveries.delete(handler);
     const group = this.#groups.get(handler.groupKey);
     if (group) for (const id of handler.ids) this.#groups.unindex(group, handler, id);
     handler.ids.clear();
-    this.#batchParks(() => {
+    this.#parking.batch(() => {
       // Even when its group is gone (all its ids were removed): requeue falls back to the copy's group.
       for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
-      if (group) this.#parkOrphans(group);
+      if (group) this.#parking.parkOrphans(group);
     });
     if (group) this.#groups.dropIfEmpty(group);
   }
@@ -124,7 +113,7 @@ export class Queue {
     const group = this.#groups.get(handler.groupKey);
     if (!group) return;
     while (handler.canTake()) {
-      const pool = this.#oldestReadyFor(group, handler);
+      const pool = this.#deliveries.oldestReadyFor(group, handler);
       if (!pool) return;
       const copy = pool.ready.shift()!;
       if (pool.ready.length === 0) group.readyPools.delete(pool);
@@ -140,7 +129,7 @@ export class Queue {
     this.counters.received++;
     message.refs++; // held while routing, so the message cannot settle half-way
     try {
-      if (!this.#route(message)) this.#park(new Copy(message, message.destination, null));
+      if (!this.#route(message)) this.#parking.park(new Copy(message, message.destination, null));
     } finally {
       this.#unref(message);
     }
@@ -148,8 +137,7 @@ export class Queue {
 
   ack(copy: Copy): void {
     const handler = copy.handler!;
-    handler.inflight.delete(copy.tag);
-    this.#inflight--;
+    this.#deliveries.end(copy);
     this.counters.acked++;
     this.#settle(copy);
     this.pump(handler);
@@ -165,34 +153,31 @@ export class Queue {
 
   /** Runs ack timeouts, due delayed requeues and ttl expiry. */
   tick(now: number): void {
-    this.#batchParks(() => {
+    this.#parking.batch(() => {
       this.#expireDeliveries(now);
-      for (const copy of this.#delayed.popDue(now)) {
+      for (const copy of this.#deliveries.popDue(now)) {
         if (copy.state === CopyState.DELAYED) this.#requeue(copy);
       }
-      this.#expireWaiting(now);
+      this.#parking.expire(now);
     });
   }
 
   /** True when the queue holds timed work, so the broker's timer must keep visiting it. */
   get hasTimers(): boolean {
-    return this.#inflight > 0 || this.#delayed.length > 0 ||
-      (this.settings.ttl !== null && this.#waiting.size > 0);
+    return this.#deliveries.hasTimers || (this.settings.ttl !== null && this.#parking.waiting.size > 0);
   }
 
   depth(): { ready: number; inflight: number; delayed: number; waiting: number } {
     let ready = 0;
     for (const group of this.#groups.values()) for (const pool of group.readyPools) ready += pool.ready.length;
     let delayed = 0;
-    for (const copy of this.#delayed) if (copy.state === CopyState.DELAYED) delayed++;
-    return { ready, inflight: this.#inflight, delayed, waiting: this.#waiting.size };
+    for (const _ of this.#deliveries.delayed()) delayed++;
+    return { ready, inflight: this.#deliveries.inflight, delayed, waiting: this.#parking.waiting.size };
   }
 
   /** Waiting copies per destination id. */
   waitingById(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const copy of this.#waiting.ordered()) counts.set(copy.destination, (counts.get(copy.destination) ?? 0) + 1);
-    return counts;
+    return this.#parking.countById();
   }
 
   // ── routing ────────────────────────────────────────────────────────────────────────────────
@@ -231,7 +216,7 @@ export class Queue {
   /** Hands a copy to the next free handler of its pool (a group that covers it), or queues it behind the others (FIFO). */
   #enqueue(copy: Copy, pool: Pool): void {
     if (pool.ready.length === 0) {
-      const handler = this.#nextHandler(pool);
+      const handler = this.#deliveries.nextHandler(pool);
       if (handler) return this.#dispatch(copy, pool, handler);
     }
     copy.state = CopyState.READY;
@@ -240,76 +225,20 @@ export class Queue {
   }
 
   #dispatch(copy: Copy, pool: Pool, handler: Handler): void {
-    copy.state = CopyState.INFLIGHT;
-    copy.handler = handler;
-    copy.deliveries++;
-    copy.tag = nextTag++;
-    copy.at = this.hooks.now() + this.settings.requeueInterval * 1000;
-    handler.inflight.set(copy.tag, copy);
-    pool.group.cursor = handler.seq;
-    this.#inflight++;
+    this.#deliveries.start(copy, pool, handler, this.hooks.now() + this.settings.requeueInterval * 1000);
     this.counters.delivered++;
     this.hooks.onDelivered?.(copy);
     handler.sink.deliver(copy, handler);
-  }
-
-  /**
-   * Round-robin over the handlers on the pool's id and on `*`, merged by registration order:
-   * the first free one after the last served, wrapping around.
-   */
-  #nextHandler(pool: Pool): Handler | null {
-    const group = pool.group;
-    const own = group.handlers.get(pool.destination);
-    const star = pool.destination === "*" ? undefined : group.handlers.get("*");
-    // The usual case, one handler on the id and none on `*`: no round-robin to compute.
-    if (own?.length === 1 && star === undefined) return own[0]!.canTake() ? own[0]! : null;
-    let after: Handler | null = null;
-    let first: Handler | null = null;
-    for (const list of [own, star]) {
-      if (!list) continue;
-      for (const handler of list) {
-        if (!handler.canTake()) continue;
-        if (handler.seq > group.cursor) {
-          if (!after || handler.seq < after.seq) after = handler;
-        } else if (!first || handler.seq < first.seq) first = handler;
-      }
-    }
-    return after ?? first;
-  }
-
-  /** The pool, among those this handler may serve, whose next copy is the oldest. */
-  #oldestReadyFor(group: Group, handler: Handler): Pool | null {
-    if (group.readyPools.size === 0) return null;
-    let best: Pool | null = null;
-    let bestSeq = Infinity;
-    if (handler.ids.has("*")) {
-      for (const pool of group.readyPools) {
-        const seq = pool.ready.peek()!.message.seq;
-        if (seq < bestSeq) [best, bestSeq] = [pool, seq];
-      }
-      return best;
-    }
-    for (const id of handler.ids) {
-      const head = group.pools.get(id)?.ready.peek();
-      if (head && head.message.seq < bestSeq) [best, bestSeq] = [group.pools.get(id)!, head.message.seq];
-    }
-    return best;
   }
 
   // ── settling, requeue, expiry ──────────────────────────────────────────────────────────────
 
   /** Takes a copy back from its handler: requeued (now or later) or dead past the limit. */
   #release(copy: Copy, delaySeconds: number): void {
-    copy.handler!.inflight.delete(copy.tag);
+    this.#deliveries.end(copy);
     copy.handler = null;
-    this.#inflight--;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
-    if (delaySeconds > 0) {
-      copy.state = CopyState.DELAYED;
-      copy.at = this.hooks.now() + delaySeconds * 1000;
-      this.#delayed.push(copy);
-      return;
-    }
+    if (delaySeconds > 0) return this.#deliveries.delay(copy, this.hooks.now() + delaySeconds * 1000);
     this.#requeue(copy);
   }
 
@@ -319,65 +248,20 @@ export class Queue {
     const group = this.#groups.get(copy.group!.key) ?? copy.group!;
     copy.group = group;
     // Its handlers for this id may all have left meanwhile: it waits for the next one.
-    if (!group.covers(copy.destination)) return this.#park(copy);
+    if (!group.covers(copy.destination)) return this.#parking.park(copy);
     this.#enqueue(copy, this.#groups.pool(group, copy.destination));
   }
 
   #expireDeliveries(now: number): void {
-    for (const handler of this.#handlers) {
-      if (handler.inflight.size === 0) continue;
-      const due: Copy[] = [];
-      for (const copy of handler.inflight.values()) {
-        // After a reload that shortens requeueInterval, later deliveries may be due before this
-        // one; they are then handled at most one old interval late, keeping this O(due).
-        if (copy.at > now) break;
-        due.push(copy);
-      }
-      if (due.length === 0) continue;
+    for (const handler of this.#deliveries.handlers) {
+      const due = this.#deliveries.overdue(handler, now);
+      if (!due) continue;
       for (const copy of due) {
         this.counters.timeout++;
         this.#release(copy, 0);
       }
       this.pump(handler);
     }
-  }
-
-  #expireWaiting(now: number): void {
-    const ttl = this.settings.ttl;
-    if (ttl === null || this.mirroring) return;
-    for (const copy of this.#waiting.expire(now - ttl * 1000)) this.#kill(copy, "ttl");
-  }
-
-  /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
-  #park(copy: Copy): void {
-    if (this.#parkBatch) this.#parkBatch.push(copy);
-    else this.#parkAll([copy]);
-  }
-
-  /**
-   * Runs `work`, parking the copies it gives back all at once at the end: copies given back are
-   * out of order, and parking them one by one into a full list would sort it once per copy.
-   */
-  #batchParks(work: () => void): void {
-    if (this.#parkBatch) return work();
-    const batch: Copy[] = this.#parkBatch = [];
-    try {
-      work();
-    } finally {
-      this.#parkBatch = null;
-      if (batch.length > 0) this.#parkAll(batch);
-    }
-  }
-
-  /** Puts copies in the waiting list; past `maxItemsInQueue`, the oldest are dropped (dead). */
-  #parkAll(copies: Iterable<Copy>): void {
-    for (const copy of copies) {
-      copy.state = CopyState.WAITING;
-      if (copy.group === null) copy.message.refs++;
-      this.#waiting.add(copy);
-    }
-    if (this.mirroring) return;
-    for (const oldest of this.#waiting.overflow(this.settings.maxItemsInQueue)) this.#kill(oldest, "overflow");
   }
 
   /**
@@ -392,15 +276,15 @@ export class Queue {
         const pool = copy.group.pools.get(destination);
         pool?.ready.delete(copy);
         if (pool && pool.ready.length === 0) copy.group.readyPools.delete(pool);
-      } else if (copy.state === CopyState.WAITING) this.#waiting.delete(copy);
+      } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
       else if (copy.state !== CopyState.DELAYED) continue; // in flight or settled: nothing to drop
       this.counters.acked++;
       this.#settle(copy);
       return true;
     }
-    for (const copy of this.#waiting.ordered()) {
+    for (const copy of this.#parking.waiting.ordered()) {
       if (copy.message !== message || copy.group !== null) continue;
-      this.#waiting.delete(copy);
+      this.#parking.waiting.delete(copy);
       this.counters.acked++;
       this.#settle(copy);
       return true;
@@ -419,17 +303,7 @@ export class Queue {
     const copy = new Copy(message, message.destination, null);
     copy.recovered = true;
     copy.deliveries = message.deliveries;
-    this.#parkAll([copy]);
-  }
-
-  /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */
-  #parkOrphans(group: Group): void {
-    for (const [destination, pool] of group.pools) {
-      if (group.covers(destination)) continue;
-      for (let copy = pool.ready.shift(); copy; copy = pool.ready.shift()) this.#park(copy);
-      group.readyPools.delete(pool);
-      group.pools.delete(destination);
-    }
+    this.#parking.parkAll([copy]);
   }
 
   /**
@@ -438,10 +312,11 @@ export class Queue {
    * back to that group only.
    */
   #flushWaiting(group: Group, ids: Set<string>): void {
-    if (this.#waiting.size === 0 || ids.size === 0) return;
+    const waiting = this.#parking.waiting;
+    if (waiting.size === 0 || ids.size === 0) return;
     const all = ids.has("*");
     const due: Copy[] = [];
-    for (const copy of this.#waiting.ordered()) {
+    for (const copy of waiting.ordered()) {
       // Groups are compared by key: a group is re-created when its handlers come back.
       const isDue = copy.group === null
         ? all || copy.destination === "*" || ids.has(copy.destination)
@@ -449,14 +324,14 @@ export class Queue {
       if (isDue) due.push(copy);
     }
     for (const copy of due) {
-      this.#waiting.delete(copy);
+      waiting.delete(copy);
       if (copy.group !== null) {
         copy.group = group;
         this.#enqueue(copy, this.#groups.pool(group, copy.destination));
         continue;
       }
       if (!this.#route(copy.message)) {
-        this.#waiting.add(copy);
+        waiting.add(copy);
         continue;
       }
       copy.state = CopyState.SETTLED;
@@ -496,7 +371,7 @@ export class Queue {
 
   /** The registered handlers, earliest registrant first (queue_view.ts builds snapshots of them). */
   handlers(): Handler[] {
-    return [...this.#handlers].sort((a, b) => a.seq - b.seq);
+    return this.#deliveries.bySeq();
   }
 
   /**
@@ -515,10 +390,10 @@ export class Queue {
       }
     }
     // Delayed copies stay in the heap, marked settled: popDue() skips copies no longer DELAYED.
-    for (const copy of this.#delayed) if (copy.state === CopyState.DELAYED && matches(copy)) removed.push(copy);
-    for (const copy of this.#waiting.ordered()) {
+    for (const copy of this.#deliveries.delayed()) if (matches(copy)) removed.push(copy);
+    for (const copy of this.#parking.waiting.ordered()) {
       if (!matches(copy)) continue;
-      this.#waiting.delete(copy);
+      this.#parking.waiting.delete(copy);
       removed.push(copy);
     }
     for (const copy of removed) this.#settle(copy);
@@ -532,8 +407,8 @@ export class Queue {
    */
   *liveCopies(): Generator<Copy> {
     for (const group of this.#groups.values()) for (const pool of group.pools.values()) yield* pool.ready;
-    for (const handler of [...this.#handlers].sort((a, b) => a.seq - b.seq)) yield* handler.inflight.values();
-    yield* [...this.#delayed].filter((copy) => copy.state === CopyState.DELAYED).sort((a, b) => a.at - b.at);
-    yield* this.#waiting.ordered();
+    for (const handler of this.#deliveries.bySeq()) yield* handler.inflight.values();
+    yield* [...this.#deliveries.delayed()].sort((a, b) => a.at - b.at);
+    yield* this.#parking.waiting.ordered();
   }
 }

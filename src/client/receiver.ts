@@ -1,0 +1,121 @@
+/**
+ * The receiving side of a client: each delivery is decoded, run through its subscription's
+ * handler, then acked or nacked on the broker that delivered it. With several brokers, acks are
+ * also copied to the others (slaves drop their copy) and remembered, so that a failover that
+ * delivers an acked message again does not run the handler twice.
+ */
+import {
+  decodeBody,
+  type DeliverFields,
+  KittenError,
+  MAX_NACK_DELAY_SECONDS,
+  OP,
+  queueName,
+  RecentMap,
+} from "../protocol/mod.ts";
+import type { HostConnection } from "./connection.ts";
+import type { MasterTracker } from "./masters.ts";
+import type { ConsumeHandler, DeliveryInfo, Done, ListenHandler, Subscription } from "./subscription.ts";
+
+/** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
+const ACKED_WINDOW = 20_000;
+
+export class Receiver {
+  /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
+  readonly #acked = new RecentMap<string, AckedDelivery>(ACKED_WINDOW);
+
+  constructor(
+    /** The client's open subscriptions, by sub. */
+    readonly subscriptions: ReadonlyMap<number, Subscription>,
+    readonly masters: MasterTracker,
+    readonly connections: () => readonly HostConnection[],
+    /** Tells the user (the client's "error" event). */
+    readonly report: (error: Error) => void,
+  ) {}
+
+  receive(connection: HostConnection, delivery: DeliverFields, deadLetter?: DeliveryInfo["deadLetter"]): void {
+    const { sub, tag, messageId, destination, nbRequeues, body, created } = delivery;
+    const subscription = this.subscriptions.get(sub);
+    if (!subscription) return; // closed locally; the broker requeues it when the close lands
+    if (!this.masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
+    const generation = connection.generation;
+    // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
+    // an acked message again): acked before means settle it again, once, without the handler.
+    if (this.connections().length > 1 && this.#acked.has(ackedOf(subscription, destination, messageId).key)) {
+      return this.#ack(connection, subscription, tag, destination, messageId);
+    }
+    let message: unknown;
+    try {
+      message = decodeBody(body);
+    } catch (error) {
+      this.report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
+      return connection.send([OP.NACK, sub, tag, 0]);
+    }
+    const info: DeliveryInfo = {
+      messageId,
+      channel: { endpoint: subscription.endpoint, version: subscription.version, id: destination },
+      created,
+      nbRequeues,
+      handlerId: sub,
+    };
+    if (deadLetter) info.deadLetter = deadLetter;
+    let settled = false;
+    const done: Done = (ok = true, delaySeconds = 0) => {
+      if (settled || connection.generation !== generation) return; // late: the broker requeued it
+      settled = true;
+      if (ok !== false) return this.#ack(connection, subscription, tag, destination, messageId);
+      connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
+    };
+    try {
+      if (subscription.kind === "consume") {
+        (subscription.handler as ConsumeHandler)(null, message, done, info);
+        return;
+      }
+      const result = (subscription.handler as ListenHandler)(null, message, info);
+      if (result instanceof Promise) result.then(() => done(), (error) => this.#handlerFailed(error, done));
+      else done();
+    } catch (error) {
+      this.#handlerFailed(error, done);
+    }
+  }
+
+  /** Copies every remembered ack to a slave that was away (see Client #catchUp). */
+  catchUp(connection: HostConnection): void {
+    for (const [, acked] of this.#acked.entries()) connection.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+  }
+
+  /**
+   * Acks on the delivering broker. With several brokers the ack is also copied to the others
+   * (slaves drop their copy) and remembered; a lone broker needs neither, and saves their cost.
+   */
+  #ack(connection: HostConnection, subscription: Subscription, tag: number, destination: string, messageId: string): void {
+    connection.ack(subscription.sub, tag);
+    const connections = this.connections();
+    if (connections.length === 1) return;
+    const acked = ackedOf(subscription, destination, messageId);
+    for (const other of connections) if (other !== connection) other.mirror(acked.kind, acked.queue, destination, messageId);
+    this.#acked.set(acked.key, acked);
+  }
+
+  /** A handler threw: the message is requeued (at least once) and the error reported. */
+  #handlerFailed(error: unknown, done: Done): void {
+    this.report(error instanceof Error ? error : new Error(String(error)));
+    done(false);
+  }
+}
+
+/** One acked delivery target of a message, remembered to recognise it after a failover. */
+interface AckedDelivery {
+  /** Unambiguous whatever the ids contain (a separator character could appear in them). */
+  key: string;
+  kind: 0 | 1;
+  queue: string;
+  destination: string;
+  messageId: string;
+}
+
+function ackedOf(subscription: Subscription, destination: string, messageId: string): AckedDelivery {
+  const kind = subscription.kind === "consume" ? 1 : 0;
+  const queue = queueName(subscription.endpoint, subscription.version);
+  return { key: JSON.stringify([kind, queue, destination, messageId]), kind, queue, destination, messageId };
+}

@@ -1,0 +1,84 @@
+/**
+ * Where the copies of one queue go while nobody can receive them: the waiting list, bounded by
+ * `maxItemsInQueue` (the oldest are dropped first) and by `ttl`. A slave drops nothing on its own
+ * account: the master still serves those copies. The queue takes copies back out when a
+ * recipient registers (see Queue.subscribe()).
+ */
+import type { ChannelSettings } from "./config.ts";
+import { type Copy, CopyState, type Group } from "./message.ts";
+import { WaitingList } from "./waiting.ts";
+
+/** What parking reads from its queue, at each use: settings change on reload, `mirroring` on promotion. */
+export interface ParkingQueue {
+  readonly settings: ChannelSettings;
+  readonly mirroring: boolean;
+}
+
+export class Parking {
+  /** Copies nobody can receive yet, oldest first. */
+  readonly waiting = new WaitingList();
+  /** Copies to park when the current unsubscribe, removeIds or tick ends (null outside them). */
+  #batch: Copy[] | null = null;
+
+  constructor(
+    readonly queue: ParkingQueue,
+    /** Drops a copy past the bound or its ttl; the queue counts and settles it. */
+    readonly drop: (copy: Copy, reason: "overflow" | "ttl") => void,
+  ) {}
+
+  /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
+  park(copy: Copy): void {
+    if (this.#batch) this.#batch.push(copy);
+    else this.parkAll([copy]);
+  }
+
+  /**
+   * Runs `work`, parking the copies it gives back all at once at the end: copies given back are
+   * out of order, and parking them one by one into a full list would sort it once per copy.
+   */
+  batch(work: () => void): void {
+    if (this.#batch) return work();
+    const batch: Copy[] = this.#batch = [];
+    try {
+      work();
+    } finally {
+      this.#batch = null;
+      if (batch.length > 0) this.parkAll(batch);
+    }
+  }
+
+  /** Puts copies in the waiting list; past `maxItemsInQueue`, the oldest are dropped (dead). */
+  parkAll(copies: Iterable<Copy>): void {
+    for (const copy of copies) {
+      copy.state = CopyState.WAITING;
+      if (copy.group === null) copy.message.refs++;
+      this.waiting.add(copy);
+    }
+    if (this.queue.mirroring) return;
+    for (const oldest of this.waiting.overflow(this.queue.settings.maxItemsInQueue)) this.drop(oldest, "overflow");
+  }
+
+  /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */
+  parkOrphans(group: Group): void {
+    for (const [destination, pool] of group.pools) {
+      if (group.covers(destination)) continue;
+      for (let copy = pool.ready.shift(); copy; copy = pool.ready.shift()) this.park(copy);
+      group.readyPools.delete(pool);
+      group.pools.delete(destination);
+    }
+  }
+
+  /** Drops the copies whose message arrived more than `ttl` ago. */
+  expire(now: number): void {
+    const ttl = this.queue.settings.ttl;
+    if (ttl === null || this.queue.mirroring) return;
+    for (const copy of this.waiting.expire(now - ttl * 1000)) this.drop(copy, "ttl");
+  }
+
+  /** Waiting copies per destination id. */
+  countById(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const copy of this.waiting.ordered()) counts.set(copy.destination, (counts.get(copy.destination) ?? 0) + 1);
+    return counts;
+  }
+}
