@@ -1,7 +1,9 @@
 /**
  * Client options: defaults, host strings and validation. Mistakes in options are programmer
- * errors, reported with built-in errors (TypeError, RangeError) when `connect()` is called.
+ * errors, reported with built-in errors (TypeError, RangeError) when `connect()` is called; a
+ * client id the broker would refuse throws the broker's own KittenError, BAD_CLIENT_ID.
  */
+import { validateClientId } from "../protocol/client_id.ts";
 import type { TlsOptions } from "./transport.ts";
 
 export interface ClientOptions {
@@ -59,9 +61,8 @@ export function parseOptions(input: Partial<ClientOptions> | undefined): ClientO
     throw new TypeError(`Cannot connect: "hosts" must be a non-empty array of "host:port@serviceId#token" strings`);
   }
   options.hosts.forEach(parseHost);
-  if (typeof options.clientId !== "string" || options.clientId.length === 0 || options.clientId.length > 256) {
-    throw new TypeError(`Cannot connect: "clientId" must be a string of 1 to 256 characters`);
-  }
+  // The broker's rule (it names the pinned key file): a bad id fails here, not at every handshake.
+  validateClientId(options.clientId);
   for (const key of ["keysDirectory", "keysName"] as const) {
     if (typeof options[key] !== "string" || options[key].length === 0) {
       throw new TypeError(`Cannot connect: "${key}" must be a non-empty string`);

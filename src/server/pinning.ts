@@ -12,34 +12,16 @@
 import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { type CryptoKey, exportJWK, exportSPKI, importSPKI } from "jose";
+import { isValidClientId, validateClientId } from "../protocol/client_id.ts";
 import { KittenError } from "../protocol/errors.ts";
 
-/**
- * Letters, digits, ".", "_", "-"; 1 to 128; not starting with "." (no "..", no hidden files, and
- * no clash with the registry's own temp files). No "/" or "\\": an id can never leave the folder.
- * On a case-insensitive filesystem `Alice` and `alice` share one file, so one pin: that fails
- * closed (KEY_MISMATCH for the second key), never open.
- */
-const CLIENT_ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
+// The rule lives in the protocol (the client checks it too); re-exported for the broker's callers.
+export { isValidClientId, validateClientId };
+
 /** An Ed25519 SPKI PEM is 113 characters; anything much longer is not one, whatever it says. */
 const MAX_PEM_LENGTH = 1024;
 
 export type PinResult = "pinned" | "matches";
-
-export function isValidClientId(id: unknown): id is string {
-  return typeof id === "string" && CLIENT_ID.test(id);
-}
-
-/** Throws BAD_CLIENT_ID unless `id` is a valid client id. */
-export function validateClientId(id: unknown): asserts id is string {
-  if (!isValidClientId(id)) {
-    const shown = typeof id === "string" ? JSON.stringify(id.length > 60 ? `${id.slice(0, 57)}...` : id) : typeof id;
-    throw new KittenError(
-      "BAD_CLIENT_ID",
-      `Invalid client id ${shown}: must be 1 to 128 of letters, digits, ".", "_", "-", not starting with "."`,
-    );
-  }
-}
 
 /**
  * Reads and writes pinned keys. Found keys are cached (a hello must not cost a file read once the

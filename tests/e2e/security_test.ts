@@ -12,6 +12,7 @@ import { loadOrCreateKeys } from "../../src/client/keys.ts";
 import { encode, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import { Cleanup, clientOptions, rejection, sleep, waitFor } from "../helpers/broker.ts";
+import { thrown } from "../helpers/errors.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import {
   attacker,
@@ -145,17 +146,19 @@ it("e2e: security pinning: after registry.unpin(id) a new key is accepted (rotat
     .toBe("KEY_MISMATCH");
 });
 
-it("e2e: security pinning: an id like ../evil gets BAD_CLIENT_ID and no file is written outside the folder", async () => {
+it("e2e: security pinning: an id like ../evil gets BAD_CLIENT_ID from the broker and the client, and no file is written", async () => {
   const broker = cleanup.broker();
   const other = await bystander(cleanup, broker);
   const folder = broker.broker.config.registeredClientsPath;
   const parent = dirname(folder);
   const before = new Set(await readdir(parent));
   for (const id of ["../evil", "..", ".hidden", "a/b", "evil\\..\\x"]) {
+    // A hand-made hello: the real client refuses such an id before it dials (below).
+    const wire = await attacker(cleanup, broker);
+    wire.send([OP.HELLO, PROTOCOL_VERSION, { client: id, token: null }]);
+    await expectFatal(wire, "BAD_CLIENT_ID", [JSON.stringify(id)]);
     const mq = cleanup.add(new Client());
-    const error = await rejection(mq.connect(clientOptions(broker, { clientId: id })));
-    expect(error.code).toBe("BAD_CLIENT_ID");
-    expect(error.message).toContain(JSON.stringify(id));
+    expect(thrown(() => mq.connect(clientOptions(broker, { clientId: id }))).code).toBe("BAD_CLIENT_ID");
   }
   expect((await readdir(parent)).filter((name) => !before.has(name))).toEqual([]);
   expect(await readdir(folder)).toEqual(["bystander.pub"]);
