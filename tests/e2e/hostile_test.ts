@@ -1,37 +1,14 @@
 import { afterEach, expect, it } from "bun:test";
 import { encode, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
-import { Cleanup, type Received, recorder, type TestBroker, waitFor } from "../helpers/broker.ts";
-import { answerChallenge, dial, hello, rawFrame, type Wire } from "../helpers/wire.ts";
+import { Cleanup, waitFor } from "../helpers/broker.ts";
+import { attacker, bystander } from "../helpers/security.ts";
+import { answerChallenge, hello, rawFrame, type Wire } from "../helpers/wire.ts";
 
 const cleanup = new Cleanup();
 afterEach(cleanup.run);
 
-/**
- * A well-behaved client connected before the attack. `check()` sends a message through the broker
- * and waits for its delivery: it proves the broker and this client's connection survived.
- */
-async function bystander(broker: TestBroker): Promise<{ check(): Promise<void> }> {
-  const mq = await cleanup.client(broker, { clientId: "bystander" });
-  const got: Received[] = [];
-  await mq.consume("by/v1/1", recorder(got)).ready;
-  let n = 0;
-  const check = async () => {
-    const expected = ++n;
-    await mq.send("by/v1/1", expected);
-    await waitFor(() => got.length === expected);
-    expect(got[expected - 1]!.message).toBe(expected);
-  };
-  await check();
-  return { check };
-}
-
-async function attacker(broker: TestBroker): Promise<Wire> {
-  const wire = await dial(broker.port);
-  cleanup.defer(() => wire.close());
-  return wire;
-}
-
+// Kept over security.ts expectFatal, which does not check the ERROR's ref: these tests pin it (null, or the op's ref).
 /** Expects ERROR with `code` (and `ref`, when given), then the broker closing the connection. */
 async function expectFatal(wire: Wire, code: string, ref?: number | null): Promise<unknown[]> {
   const error = await wire.expect(OP.ERROR);
@@ -44,8 +21,8 @@ async function expectFatal(wire: Wire, code: string, ref?: number | null): Promi
 
 it("e2e: hostile garbage bytes get ERROR BAD_FRAME and a close", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   wire.sendRaw(rawFrame(new Uint8Array([0xff, 0xfe, 0xfd, 0xfc, 0x1f])));
   await expectFatal(wire, "BAD_FRAME", null);
   expect(broker.logger.lines.some((l) => l.includes("code=BAD_FRAME"))).toBe(true);
@@ -54,8 +31,8 @@ it("e2e: hostile garbage bytes get ERROR BAD_FRAME and a close", async () => {
 
 it("e2e: hostile garbage after hello gets ERROR BAD_FRAME and a close", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "mallory");
   wire.sendRaw(rawFrame(new Uint8Array([0x1c, 0x1d, 0x1e])));
   await expectFatal(wire, "BAD_FRAME", null);
@@ -64,9 +41,9 @@ it("e2e: hostile garbage after hello gets ERROR BAD_FRAME and a close", async ()
 
 it("e2e: hostile CBOR values that are not operation arrays get BAD_FRAME", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
+  const other = await bystander(cleanup, broker);
   for (const value of [42, "hello", { op: 1 }, [], ["1"], [-1], [1.5], null]) {
-    const wire = await attacker(broker);
+    const wire = await attacker(cleanup, broker);
     wire.send(value as unknown[]);
     await expectFatal(wire, "BAD_FRAME", null);
   }
@@ -75,8 +52,8 @@ it("e2e: hostile CBOR values that are not operation arrays get BAD_FRAME", async
 
 it("e2e: hostile deeply nested CBOR gets BAD_FRAME, not a crash", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "mallory");
   wire.sendRaw(rawFrame(new Uint8Array(200_000).fill(0x81))); // [[[[…]]]] 200k deep
   await expectFatal(wire, "BAD_FRAME", null);
@@ -85,13 +62,13 @@ it("e2e: hostile deeply nested CBOR gets BAD_FRAME, not a crash", async () => {
 
 it("e2e: hostile CBOR headers announcing huge arrays, strings and maps get BAD_FRAME", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
+  const other = await bystander(cleanup, broker);
   const huge = [0x9b, 0x5b, 0x7b, 0xbb].map((major) =>
     new Uint8Array([major, 0x00, 0x00, 0x00, 0x0f, 0xff, 0xff, 0xff, 0xff, 0x01])
   );
   huge.push(new Uint8Array([0x9a, 0xff, 0xff, 0xff, 0xff])); // array of 2^32-1 elements, 4-byte length
   for (const body of huge) {
-    const wire = await attacker(broker);
+    const wire = await attacker(cleanup, broker);
     wire.sendRaw(rawFrame(body));
     await expectFatal(wire, "BAD_FRAME", null);
   }
@@ -100,7 +77,7 @@ it("e2e: hostile CBOR headers announcing huge arrays, strings and maps get BAD_F
 
 it("e2e: hostile random bytes only ever get coded errors (seeded fuzz)", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
+  const other = await bystander(cleanup, broker);
   let seed = 0x2545f491;
   const random = () => {
     seed ^= seed << 13;
@@ -113,7 +90,7 @@ it("e2e: hostile random bytes only ever get coded errors (seeded fuzz)", async (
     const body = new Uint8Array(1 + Math.floor(random() * 64)).map(() => Math.floor(random() * 256));
     const afterHello = i % 2 === 1;
     wires.push((async () => {
-      const wire = await attacker(broker);
+      const wire = await attacker(cleanup, broker);
       if (afterHello) await hello(wire, `fuzz-${i}`);
       wire.sendRaw(rawFrame(body));
       // Either a coded error and a close, or (for bytes that happen to form an op) a coded answer.
@@ -133,12 +110,12 @@ it("e2e: hostile random bytes only ever get coded errors (seeded fuzz)", async (
 
 it("e2e: hostile oversized length prefix gets FRAME_TOO_LARGE and a close, before any body", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   wire.sendRaw(new Uint8Array([0xff, 0xff, 0xff, 0xff])); // 4 GiB announced, nothing sent
   await expectFatal(wire, "FRAME_TOO_LARGE", null);
 
-  const justOver = await attacker(broker);
+  const justOver = await attacker(cleanup, broker);
   await hello(justOver, "mallory");
   justOver.sendRaw(rawFrame(new Uint8Array(0), broker.broker.config.socketServer.maxFrameSize + 1));
   await expectFatal(justOver, "FRAME_TOO_LARGE", null);
@@ -147,9 +124,9 @@ it("e2e: hostile oversized length prefix gets FRAME_TOO_LARGE and a close, befor
 
 it("e2e: hostile truncated frame, then a close from the client side, leaves the broker unaffected", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
+  const other = await bystander(cleanup, broker);
   const sessionsBefore = broker.broker.sessions.size;
-  const wire = await attacker(broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "mallory");
   await waitFor(() => broker.broker.sessions.size === sessionsBefore + 1);
   const full = rawFrame(encode([OP.SEND, 1, "cut/v1/1", "m-1", encode("x".repeat(100))]));
@@ -164,7 +141,7 @@ it("e2e: hostile truncated frame, then a close from the client side, leaves the 
 
 it("e2e: hostile frame dribbled one byte at a time is still read correctly", async () => {
   const broker = cleanup.broker();
-  const wire = await attacker(broker);
+  const wire = await attacker(cleanup, broker);
   const bytes = rawFrame(encode([OP.HELLO, PROTOCOL_VERSION, { client: "slow", token: null }]));
   for (const byte of bytes) {
     wire.sendRaw(new Uint8Array([byte]));
@@ -177,12 +154,12 @@ it("e2e: hostile frame dribbled one byte at a time is still read correctly", asy
 
 it("e2e: hostile operation before hello gets BAD_PROTOCOL and a close", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const ping = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const ping = await attacker(cleanup, broker);
   ping.send([OP.PING, 3]);
   await expectFatal(ping, "BAD_PROTOCOL", 3);
 
-  const send = await attacker(broker);
+  const send = await attacker(cleanup, broker);
   send.send([OP.SEND, 4, "pre/v1/1", "m-1", encode("sneaky")]);
   await expectFatal(send, "BAD_PROTOCOL", 4);
   expect(broker.broker.queues.get("pre/v1")).toBeUndefined();
@@ -191,7 +168,7 @@ it("e2e: hostile operation before hello gets BAD_PROTOCOL and a close", async ()
 
 it("e2e: hostile hello with a wrong protocol version or bad options gets BAD_PROTOCOL and a close", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
+  const other = await bystander(cleanup, broker);
   const cases: unknown[][] = [
     [OP.HELLO, PROTOCOL_VERSION + 1, { client: "future", token: null }],
     [OP.HELLO, 0, { client: "past", token: null }],
@@ -204,7 +181,7 @@ it("e2e: hostile hello with a wrong protocol version or bad options gets BAD_PRO
     [OP.HELLO, PROTOCOL_VERSION],
   ];
   for (const op of cases) {
-    const wire = await attacker(broker);
+    const wire = await attacker(cleanup, broker);
     wire.send(op);
     const error = await wire.expect(OP.ERROR);
     expect(error[2]).toBe("BAD_PROTOCOL");
@@ -215,8 +192,8 @@ it("e2e: hostile hello with a wrong protocol version or bad options gets BAD_PRO
 
 it("e2e: hostile second hello gets BAD_PROTOCOL and a close", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "twice");
   wire.send([OP.HELLO, PROTOCOL_VERSION, { client: "someone-else", token: null }]);
   await expectFatal(wire, "BAD_PROTOCOL");
@@ -225,8 +202,8 @@ it("e2e: hostile second hello gets BAD_PROTOCOL and a close", async () => {
 
 it("e2e: hostile unknown op after hello gets UNKNOWN_OP with its ref and the connection stays usable", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "newer-client");
   wire.send([99, 7, "something new"]);
   const error = await wire.expect(OP.ERROR);
@@ -244,8 +221,8 @@ it("e2e: hostile unknown op after hello gets UNKNOWN_OP with its ref and the con
 
 it("e2e: hostile malformed SEND fields get BAD_REQUEST with the ref and the connection stays open", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "sloppy");
   const body = encode("payload");
   const cases: [number, unknown[]][] = [
@@ -275,8 +252,8 @@ it("e2e: hostile malformed SEND fields get BAD_REQUEST with the ref and the conn
 
 it("e2e: hostile malformed LISTEN/CONSUME/ADD_ID/ACK/NACK fields get BAD_REQUEST and the connection stays open", async () => {
   const broker = cleanup.broker();
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "sloppy");
   const cases: unknown[][] = [
     [OP.LISTEN, 40, "sub", "e", "v1", ["1"], null],
@@ -303,8 +280,8 @@ it("e2e: hostile malformed LISTEN/CONSUME/ADD_ID/ACK/NACK fields get BAD_REQUEST
 
 it("e2e: hostile peer that never reads does not stall other clients", async () => {
   const broker = cleanup.broker({ listenerPrefetch: 65535 });
-  const other = await bystander(broker);
-  const wire = await attacker(broker);
+  const other = await bystander(cleanup, broker);
+  const wire = await attacker(cleanup, broker);
   await hello(wire, "never-reads");
   wire.send([OP.LISTEN, 1, 1, "flood", "v1", ["*"], null]);
   await wire.expect(OP.OK);

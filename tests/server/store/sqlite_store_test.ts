@@ -9,6 +9,7 @@ import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/rec
 import { MAX_DELETES_PER_COMMIT, SqliteStore, type SqliteStoreOptions } from "../../../src/server/store/sqlite_store.ts";
 import type { Store, StoredMessage } from "../../../src/server/store/store.ts";
 import { STORE_VERSION } from "../../../src/version.ts";
+import { waitFor } from "../../helpers/broker.ts";
 import { TempDirs } from "../../helpers/temp_dir.ts";
 import { delivery, fields, runStoreConformance, storedMessage } from "./store_conformance.ts";
 
@@ -57,14 +58,6 @@ async function withStore(
   }
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 2000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error("waitFor: timed out");
-    await Bun.sleep(1);
-  }
-}
-
 /** Opens a copy of the database files: what a crash at this instant would leave on disk (ids). */
 function snapshot(directory: string): string[] {
   return snapshotMessages(directory).map((message) => message.id);
@@ -87,6 +80,7 @@ function snapshotMessages(directory: string): StoredMessage[] {
   }
 }
 
+// Kept over broker.ts rejection: it also asserts a KittenError, and accepts append()'s `void | Promise` result.
 async function rejection(promise: unknown): Promise<KittenError> {
   try {
     await promise;
