@@ -14,7 +14,7 @@
  * handed to the generic decoder, so the result, and any error, is always exactly what
  * `decode()` gives: this file only decides how fast.
  */
-import { decodeText, equalsAt } from "./bytes.ts";
+import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
 import { decode } from "./cbor.ts";
 
 /** Thrown inside this reader to say "let the generic decoder do it". Never escapes. */
@@ -177,7 +177,8 @@ function readText(length: number): string {
     entry.bytes.set(src.subarray(start, pos));
     entry.value = value;
   } else {
-    cache[slot] = { bytes: src.slice(start, pos), value };
+    // Owned bytes: the slot's buffer is overwritten above, and `src` may be a view of a socket chunk.
+    cache[slot] = { bytes: copyBytes(src, start, pos), value };
   }
   return value;
 }

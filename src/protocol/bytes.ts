@@ -11,6 +11,17 @@ export function decodeText(bytes: Uint8Array): string | undefined {
   }
 }
 
+/**
+ * A copy of `data[start, end)` in memory of its own. `data.slice()` is not one when `data` is a
+ * Node or Bun `Buffer`, as socket chunks are: there `slice()` returns a view, which would pin the
+ * whole chunk and share its bytes with whoever holds the chunk.
+ */
+export function copyBytes(data: Uint8Array, start = 0, end = data.length): Uint8Array<ArrayBuffer> {
+  const copy = new Uint8Array(end - start);
+  copy.set(data.subarray(start, end));
+  return copy;
+}
+
 /** True when `bytes` equals `data[start, end)`. */
 export function equalsAt(bytes: Uint8Array, data: Uint8Array, start: number, end: number): boolean {
   if (bytes.length !== end - start) return false;

@@ -6,6 +6,7 @@
  * with a large prefix. With nothing pending, complete frames are returned as views into the
  * chunk (no copy); only a frame that straddles two chunks is copied, once.
  */
+import { copyBytes } from "./bytes.ts";
 import { KittenError } from "./errors.ts";
 
 export const FRAME_HEADER_SIZE = 4;
@@ -96,7 +97,7 @@ export class FrameDecoder {
       // Even when `visit` throws, the frames after it stay buffered: the stream stays aligned.
       if (!stopped && offset < chunk.length) {
         // Copy the tail: the caller may reuse `chunk`, and a view would pin the whole chunk.
-        this.#pending = chunk.slice(offset);
+        this.#pending = copyBytes(chunk, offset);
         this.#pendingLength = this.#pending.length;
       }
     }

@@ -7,7 +7,7 @@
  * reusing the strings that repeat from one frame to the next (destination, channel, the sender's
  * id prefix); anything they do not expect goes to the generic decoder.
  */
-import { decodeText, equalsAt } from "./bytes.ts";
+import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
 import type { FrameBatch } from "./frame.ts";
 import { MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
 
@@ -84,7 +84,7 @@ class RepeatedText {
     if (equalsAt(this.#bytes, data, start, end)) return this.#value;
     const value = decodeText(data.subarray(start, end));
     if (value === undefined) return undefined;
-    this.#bytes = data.slice(start, end); // the frame's buffer is not ours to keep
+    this.#bytes = copyBytes(data, start, end); // the frame's buffer is not ours to keep
     this.#value = value;
     return value;
   }

@@ -9,6 +9,7 @@ import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
 import { encode } from "../protocol/cbor.ts";
 import { decodeBody } from "../protocol/body.ts";
+import { copyBytes } from "../protocol/bytes.ts";
 import { verifyHelloToken } from "./auth.ts";
 import { KeyRegistry } from "./pinning.ts";
 import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./rules.ts";
@@ -299,7 +300,7 @@ export class Broker {
       );
     }
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
-    const message = new Message(messageId, queue.name, destination, body.slice(), this.now(), this.#seq++);
+    const message = new Message(messageId, queue.name, destination, copyBytes(body), this.now(), this.#seq++);
     const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
       this.#accept(queue, message);
