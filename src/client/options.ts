@@ -3,7 +3,7 @@
  * errors, reported with built-in errors (TypeError, RangeError) when `connect()` is called; a
  * client id the broker would refuse throws the broker's own KittenError, BAD_CLIENT_ID.
  */
-import { validateClientId } from "../protocol/client_id.ts";
+import { validateClientId } from "../protocol/mod.ts";
 import type { TlsOptions } from "./transport.ts";
 
 export interface ClientOptions {

@@ -8,6 +8,7 @@ export * from "./errors.ts";
 export * from "./frame.ts";
 export * from "./ops.ts";
 export * from "./channel.ts";
+export { isValidClientId, validateClientId } from "./client_id.ts";
 export { decode, encode } from "./cbor.ts";
 export { decodeBody } from "./body.ts";
 export * from "./hot_ops.ts";

@@ -12,11 +12,7 @@
 import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { type CryptoKey, exportJWK, exportSPKI, importSPKI } from "jose";
-import { isValidClientId, validateClientId } from "../protocol/client_id.ts";
-import { KittenError } from "../protocol/errors.ts";
-
-// The rule lives in the protocol (the client checks it too); re-exported for the broker's callers.
-export { isValidClientId, validateClientId };
+import { isValidClientId, KittenError, validateClientId } from "../protocol/mod.ts";
 
 /** An Ed25519 SPKI PEM is 113 characters; anything much longer is not one, whatever it says. */
 const MAX_PEM_LENGTH = 1024;
@@ -35,10 +31,6 @@ export class KeyRegistry {
 
   constructor(directory: string) {
     this.directory = directory;
-  }
-
-  validateClientId(id: unknown): asserts id is string {
-    validateClientId(id);
   }
 
   /** The pinned key (SPKI PEM) of `clientId`, or null when none is pinned. */

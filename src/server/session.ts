@@ -28,13 +28,13 @@ import {
   opOf,
   readSend,
   refOf,
+  validateClientId,
   writeDeliver,
   writeOk,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./auth.ts";
-import { validateClientId } from "./pinning.ts";
 import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
 import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";

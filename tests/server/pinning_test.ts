@@ -3,7 +3,8 @@ import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { exportSPKI, generateKeyPair } from "jose";
 import { KittenError } from "../../src/protocol/errors.ts";
-import { isValidClientId, KeyRegistry, validateClientId } from "../../src/server/pinning.ts";
+import { isValidClientId, validateClientId } from "../../src/protocol/mod.ts";
+import { KeyRegistry } from "../../src/server/pinning.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
 
 const temps = new TempDirs("kitten-pins-");
