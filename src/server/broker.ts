@@ -394,7 +394,14 @@ export class Broker {
     while (this.dirty.size > 0) {
       const sessions = [...this.dirty];
       this.dirty.clear();
-      for (const session of sessions) session.flush();
+      for (const session of sessions) {
+        // One session's bug must not strand the answers of the sessions after it.
+        try {
+          session.flush();
+        } catch (error) {
+          this.log.failure("socket", `client=${session.clientId};flush failed`, error);
+        }
+      }
     }
   }
 
@@ -485,7 +492,7 @@ export class Broker {
     };
     // Off the socket callback: a throw here must be logged, not become an unhandled rejection.
     const run = () => {
-      write().catch((error) => this.log.error("queue", `messageId=${message.id};dead letter: ${error?.stack ?? error}`));
+      write().catch((error) => this.log.failure("queue", `messageId=${message.id};dead letter`, error));
     };
     run();
   }

@@ -31,6 +31,10 @@ export class Logger {
   error(namespace: string, message: string): void {
     this.log("error", namespace, message);
   }
+  /** A bug caught where it must not escape (a socket callback, a timer, a promise chain): its stack. */
+  failure(namespace: string, context: string, error: unknown): void {
+    this.log("error", namespace, `${context};${(error as Error)?.stack ?? error}`);
+  }
 }
 
 /** A logger that keeps its lines in memory (tests). */

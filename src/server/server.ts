@@ -63,11 +63,17 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   const listener = listen(broker);
   let lastSample = broker.now();
   const timer = setInterval(() => {
-    broker.tick();
-    const now = broker.now();
-    if (now - lastSample >= 1000) {
-      broker.stats.sample(now);
-      lastSample = now;
+    // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
+    // so it gets the same guard (tcp.ts): logged, and the next tick runs.
+    try {
+      broker.tick();
+      const now = broker.now();
+      if (now - lastSample >= 1000) {
+        broker.stats.sample(now);
+        lastSample = now;
+      }
+    } catch (error) {
+      broker.log.failure("broker", "tick failed", error);
     }
   }, TICK_MS);
   broker.log.info("broker", `serviceId=${config.serviceId};listening=${listener.hostname}:${listener.port};` +

@@ -195,7 +195,7 @@ export class Session implements DeliverySink {
   /** Ends an asynchronous step a frame began: its answers are written; a throw is logged, never left unhandled. */
   #afterwards(step: Promise<unknown>): void {
     step.finally(() => this.#broker.flush()).catch((error) =>
-      this.#broker.log.error("socket", `client=${this.clientId};${(error as Error)?.stack ?? error}`)
+      this.#broker.log.failure("socket", `client=${this.clientId}`, error)
     );
   }
 

@@ -25,7 +25,7 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
     try {
       work();
     } catch (error) {
-      broker.log.error("socket", `remote=${socket.remoteAddress};${what} failed: ${(error as Error)?.stack ?? error}`);
+      broker.log.failure("socket", `remote=${socket.remoteAddress};${what} failed`, error);
     }
   };
   return Bun.listen<SocketData>({
