@@ -1,10 +1,10 @@
 /**
- * The deliveries of one queue: which handler of a group gets a copy (round-robin), the copies in
- * flight at each handler until acked or past their ack deadline, and the nacked copies delayed
- * until they are due. Bookkeeping only: the queue decides what becomes of a copy that comes back.
+ * The deliveries of one queue: the copies in flight at each handler until acked or past their ack
+ * deadline, and the nacked copies delayed until they are due. Bookkeeping only: which handler gets
+ * a copy is the groups' (groups.ts), what becomes of a copy that comes back is the queue's.
  */
 import { MinHeap } from "./heap.ts";
-import { type Copy, CopyState, type Group, type Handler, type Pool } from "./message.ts";
+import { type Copy, CopyState, type Handler, type Pool } from "./message.ts";
 
 let nextTag = 1;
 
@@ -39,51 +39,6 @@ export class Deliveries {
   /** True while a copy is in flight or delayed: the broker's timer must keep visiting the queue. */
   get hasTimers(): boolean {
     return this.inflight > 0 || this.#delayed.length > 0;
-  }
-
-  // ── choosing a handler ─────────────────────────────────────────────────────────────────────
-
-  /**
-   * Round-robin over the handlers on the pool's id and on `*`, merged by registration order:
-   * the first free one after the last served, wrapping around.
-   */
-  nextHandler(pool: Pool): Handler | null {
-    const group = pool.group;
-    const own = group.handlers.get(pool.destination);
-    const star = pool.destination === "*" ? undefined : group.handlers.get("*");
-    // The usual case, one handler on the id and none on `*`: no round-robin to compute.
-    if (own?.length === 1 && star === undefined) return own[0]!.canTake() ? own[0]! : null;
-    let after: Handler | null = null;
-    let first: Handler | null = null;
-    for (const list of [own, star]) {
-      if (!list) continue;
-      for (const handler of list) {
-        if (!handler.canTake()) continue;
-        if (handler.seq > group.cursor) {
-          if (!after || handler.seq < after.seq) after = handler;
-        } else if (!first || handler.seq < first.seq) first = handler;
-      }
-    }
-    return after ?? first;
-  }
-
-  /** The pool, among those this handler may serve, whose next copy is the oldest. */
-  oldestReadyFor(group: Group, handler: Handler): Pool | null {
-    if (group.readyPools.size === 0) return null;
-    let best: Pool | null = null;
-    let bestSeq = Infinity;
-    if (handler.ids.has("*")) {
-      for (const pool of group.readyPools) {
-        const seq = pool.ready.peek()!.message.seq;
-        if (seq < bestSeq) [best, bestSeq] = [pool, seq];
-      }
-      return best;
-    }
-    for (const id of handler.ids) {
-      const head = group.pools.get(id)?.ready.peek();
-      if (head && head.message.seq < bestSeq) [best, bestSeq] = [group.pools.get(id)!, head.message.seq];
-    }
-    return best;
   }
 
   // ── in flight ──────────────────────────────────────────────────────────────────────────────

@@ -3,7 +3,8 @@
  * clientId; each group has a pool of ready copies per destination id, and the handlers registered
  * for each id in registration order (round-robin starts from the earliest registrant). Across
  * groups it indexes which groups listen on each id: routing a message visits only those, and a
- * broadcast goes to every id someone registered.
+ * broadcast goes to every id someone registered. `nextHandler` and `oldestReadyFor` choose, within
+ * a group, who takes the next copy and which copy a freed handler takes.
  */
 import { Deque } from "./deque.ts";
 import { Group, type Handler, Pool } from "./message.ts";
@@ -82,4 +83,57 @@ export class Groups {
     groups.delete(group);
     if (groups.size === 0) this.#byId.delete(id);
   }
+}
+
+// ── choosing ───────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Round-robin over the handlers on the pool's id and on `*`, merged by registration order:
+ * the first free one after the last served, wrapping around.
+ */
+export function nextHandler(pool: Pool): Handler | null {
+  const group = pool.group;
+  const own = group.handlers.get(pool.destination);
+  const star = pool.destination === "*" ? undefined : group.handlers.get("*");
+  // The usual case, one handler on the id and none on `*`: no round-robin to compute.
+  if (own?.length === 1 && star === undefined) return own[0]!.canTake() ? own[0]! : null;
+  let after: Handler | null = null; // the earliest free registrant after the cursor
+  let first: Handler | null = null; // the earliest free one overall: the wrap-around
+  for (let pass = 0; pass < 2; pass++) {
+    const list = pass === 0 ? own : star;
+    if (!list) continue;
+    for (const handler of list) {
+      if (!handler.canTake()) continue;
+      if (handler.seq > group.cursor) {
+        if (!after || handler.seq < after.seq) after = handler;
+      } else if (!first || handler.seq < first.seq) first = handler;
+    }
+  }
+  return after ?? first;
+}
+
+/** The pool, among those this handler may serve, whose next copy is the oldest. */
+export function oldestReadyFor(group: Group, handler: Handler): Pool | null {
+  if (group.readyPools.size === 0) return null;
+  let best: Pool | null = null;
+  let bestSeq = Infinity;
+  if (handler.ids.has("*")) {
+    for (const pool of group.readyPools) {
+      const seq = pool.ready.peek()!.message.seq;
+      if (seq < bestSeq) {
+        best = pool;
+        bestSeq = seq;
+      }
+    }
+    return best;
+  }
+  for (const id of handler.ids) {
+    const pool = group.pools.get(id);
+    const seq = pool?.ready.peek()?.message.seq;
+    if (seq !== undefined && seq < bestSeq) {
+      best = pool!;
+      bestSeq = seq;
+    }
+  }
+  return best;
 }

@@ -11,7 +11,7 @@
  * drive time.
  */
 import { Deliveries } from "./deliveries.ts";
-import { Groups } from "./groups.ts";
+import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
 import { Parking } from "./parking.ts";
 import { Copy, CopyState, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
@@ -113,7 +113,7 @@ export class Queue {
     const group = this.#groups.get(handler.groupKey);
     if (!group) return;
     while (handler.canTake()) {
-      const pool = this.#deliveries.oldestReadyFor(group, handler);
+      const pool = oldestReadyFor(group, handler);
       if (!pool) return;
       const copy = pool.ready.shift()!;
       if (pool.ready.length === 0) group.readyPools.delete(pool);
@@ -184,17 +184,19 @@ export class Queue {
 
   /** Creates the copies of a message; false when nobody is registered to receive it. */
   #route(message: Message): boolean {
-    const destinations = message.destination === "*" ? this.#broadcastDestinations() : [message.destination];
+    if (message.destination !== "*") return this.#routeTo(message, message.destination);
     let routed = false;
-    for (const destination of destinations) {
-      // The groups covering it: those on the id, then those on `*` (each group once).
-      const own = this.#groups.on(destination);
-      const star = destination === "*" ? undefined : this.#groups.on("*");
-      if (own) for (const group of own) this.#copyTo(message, destination, group);
-      if (star) for (const group of star) if (!own?.has(group)) this.#copyTo(message, destination, group);
-      routed ||= own !== undefined || star !== undefined;
-    }
+    for (const destination of this.#broadcastDestinations()) routed = this.#routeTo(message, destination) || routed;
     return routed;
+  }
+
+  /** Copies for the groups covering `destination`: those on the id, then those on `*` (each once). */
+  #routeTo(message: Message, destination: string): boolean {
+    const own = this.#groups.on(destination);
+    const star = destination === "*" ? undefined : this.#groups.on("*");
+    if (own) for (const group of own) this.#copyTo(message, destination, group);
+    if (star) for (const group of star) if (!own?.has(group)) this.#copyTo(message, destination, group);
+    return own !== undefined || star !== undefined;
   }
 
   #copyTo(message: Message, destination: string, group: Group): void {
@@ -216,7 +218,7 @@ export class Queue {
   /** Hands a copy to the next free handler of its pool (a group that covers it), or queues it behind the others (FIFO). */
   #enqueue(copy: Copy, pool: Pool): void {
     if (pool.ready.length === 0) {
-      const handler = this.#deliveries.nextHandler(pool);
+      const handler = nextHandler(pool);
       if (handler) return this.#dispatch(copy, pool, handler);
     }
     copy.state = CopyState.READY;
