@@ -19,6 +19,7 @@
  * machine) with sub-millisecond precision. `process.hrtime()` is per-process in Bun.
  */
 import { client } from "../mod.ts";
+import { cpu, now, percentiles, round } from "./bench/stats.ts";
 
 interface Options {
   /** One broker (`host:port@serviceId`)… */
@@ -47,17 +48,9 @@ interface Payload {
   [key: string]: unknown;
 }
 
-const now = () => performance.timeOrigin + performance.now();
-
 /** The ~100-byte object every benchmark message carries (about 95 bytes once CBOR-encoded). */
 export function payload(seq: number): Payload {
   return { seq, t: now(), type: "order.created", user: "user-004217", amount: 1234.5, currency: "EUR", items: 3 };
-}
-
-/** CPU this process has used since it started (the publisher also reports it at its first send). */
-function cpu(): { userMs: number; systemMs: number } {
-  const usage = process.cpuUsage();
-  return { userMs: Math.round(usage.user / 1000), systemMs: Math.round(usage.system / 1000) };
 }
 
 function emit(kind: "ready" | "result" | "partial", data?: unknown): void {
@@ -185,29 +178,6 @@ function countFrom(seen: Uint8Array, skip: number): number {
   for (let seq = skip; seq < seen.length; seq++) count += seen[seq]!;
   return count;
 }
-
-/** Latency percentiles (ms) over the messages received, leaving out warm-up ones. */
-export function percentiles(latency: Float64Array, seen: Uint8Array, skip: number, count: number) {
-  const values: number[] = [];
-  for (let seq = skip; seq < count; seq++) if (seen[seq]) values.push(latency[seq]!);
-  if (values.length === 0) return null;
-  const sorted = Float64Array.from(values).sort();
-  const at = (q: number) => round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!);
-  let sum = 0;
-  for (const value of sorted) sum += value;
-  return {
-    n: sorted.length,
-    min: round(sorted[0]!),
-    p50: at(0.5),
-    p90: at(0.9),
-    p99: at(0.99),
-    p999: at(0.999),
-    max: round(sorted[sorted.length - 1]!),
-    mean: round(sum / sorted.length),
-  };
-}
-
-const round = (value: number) => Math.round(value * 1000) / 1000;
 
 // ── senders ────────────────────────────────────────────────────────────────────────────────────
 

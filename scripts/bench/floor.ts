@@ -2,27 +2,35 @@
  * The latency floor of the machine, measured next to scenario (c): the same three processes, the
  * same runtime and the same pacing, but a bare TCP relay in place of Kitten-MQ. Whatever p99 the
  * relay shows is the part of (c)'s p99 no broker can remove on this machine at this hour (process
- * wake-ups on two shared cores); the difference is what Kitten-MQ and its client add.
+ * wake-ups on two shared cores). Percentiles do not add up, so (c)'s p99 minus the floor's is a
+ * gap between the two, not an amount Kitten-MQ and its client add to each message.
  *
  *   relay  Bun.listen on two ports, as the broker (src/server/tcp.ts): forwards every chunk from
  *          the publisher to the subscriber and answers each chunk with one byte, as the broker's
  *          confirmation would; reads the subscriber's acknowledgement bytes.
  *   pub    node:net, as the client (src/client/transport.ts): every ~1 ms timer tick it writes the
- *          messages the schedule says are due, each a ~95-byte line stamped with the shared clock.
+ *          messages the schedule says are due, each a ~95-byte line stamped with the shared clock;
+ *          reports the rate it achieved and its largest batch, as bench_client.ts's rate role does.
  *   sub    node:net: stamps each line on arrival, answers each chunk with one byte (an ack).
  *
  *   bun scripts/bench/floor.ts <relay|pub|sub> '<json options>'   (started by scripts/bench.ts)
+ *
+ * Nothing here imports the Kitten-MQ client (scripts/bench/stats.ts holds the shared clock and
+ * percentiles): the floor processes must not load it.
  */
+import type { Socket } from "bun";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { percentiles } from "../bench_client.ts";
-import type { Latency } from "./results.ts";
 import { Child, ROOT, withTimeout } from "./processes.ts";
+import type { Latency } from "./results.ts";
+import { now, percentiles } from "./stats.ts";
 
 export interface FloorResult {
   latency: Latency;
-  /** CPU seconds of the relay, publisher and subscriber over the whole floor run. */
-  cpuS: number;
+  /** The publisher's sends per second, from its first send to its last (as the rate role's). */
+  achievedRate: number;
+  /** The most messages the publisher wrote in one timer tick. */
+  maxBatch: number;
 }
 
 interface Options {
@@ -32,55 +40,100 @@ interface Options {
   warmupSeconds: number;
 }
 
-const now = () => performance.timeOrigin + performance.now();
 /** Pads a message line to about the size of scenario (c)'s CBOR body. */
 const PADDING = "x".repeat(64);
 
 /** Runs one floor measurement: relay, subscriber, then publisher; stops all three. */
 export async function runFloor(options: Omit<Options, "port">, timeoutMs: number): Promise<FloorResult> {
   const script = join(ROOT, "scripts", "bench", "floor.ts");
-  const spawn = (role: string, extra: Partial<Options> = {}) =>
-    new Child(`floor ${role}`, [process.execPath, script, role, JSON.stringify({ ...options, ...extra })]);
-  const relay = spawn("relay");
-  const children = [relay];
+  const children: Child[] = [];
+  let over = false;
+  const spawn = (role: string, extra: Partial<Options> = {}) => {
+    // Past the timeout the run goes on in the background until its next wait fails: start nothing.
+    if (over) throw new Error(`the floor run is over: ${role} not started`);
+    const child = new Child(`floor ${role}`, [process.execPath, script, role, JSON.stringify({ ...options, ...extra })]);
+    children.push(child);
+    return child;
+  };
   try {
     return await withTimeout(
       (async () => {
+        const relay = spawn("relay");
         const [publisherPort, subscriberPort] = (await relay.waitFor("ready")).split(" ").map(Number);
         const sub = spawn("sub", { port: subscriberPort });
-        children.push(sub);
         await sub.waitFor("ready");
         const pub = spawn("pub", { port: publisherPort });
-        children.push(pub);
-        const result = await sub.waitJson<{ latency: Latency | null; cpuS: number }>("result");
-        const pubCpu = Number(await pub.waitFor("cpu"));
-        relay.proc.kill("SIGTERM");
-        const relayCpu = Number(await relay.waitFor("cpu"));
-        if (!result.latency) throw new Error("the floor subscriber measured no message");
-        return { latency: result.latency, cpuS: result.cpuS + pubCpu + relayCpu };
+        const [received, sent] = await Promise.all([
+          sub.waitJson<{ latency: Latency | null }>("result"),
+          pub.waitJson<{ achievedRate: number; maxBatch: number }>("result"),
+        ]);
+        if (!received.latency) throw new Error("the floor subscriber measured no message");
+        return { latency: received.latency, achievedRate: sent.achievedRate, maxBatch: sent.maxBatch };
       })(),
       timeoutMs,
       `the floor run did not finish within ${timeoutMs / 1000} s`,
     );
   } finally {
+    over = true;
     await Promise.all(children.map((child) => child.stop()));
   }
 }
 
-const cpuSeconds = () => {
-  const usage = process.cpuUsage();
-  return (usage.user + usage.system) / 1e6;
-};
+/**
+ * What one socket of the relay did not take yet. Bun TCP sockets do not buffer: `write()` returns
+ * how much it took and the rest would be lost. As the broker's session does, the rest waits here,
+ * in order, for `drain`; it also holds what arrives before the subscriber has connected.
+ */
+class Outbox {
+  #socket: Socket<unknown> | null = null;
+  #unsent: Uint8Array[] = [];
+
+  /** The socket is open: what waited for it goes first. */
+  open(socket: Socket<unknown>): void {
+    this.#socket = socket;
+    this.drain();
+  }
+
+  write(bytes: Uint8Array): void {
+    if (this.#socket && this.#unsent.length === 0) {
+      const written = Math.max(this.#socket.write(bytes), 0);
+      if (written >= bytes.length) return;
+      bytes = bytes.subarray(written);
+    }
+    this.#unsent.push(bytes.slice()); // a copy: the chunk is Bun's, valid only inside `data`
+  }
+
+  /** The socket can take more: writes what waited until it takes no more. */
+  drain(): void {
+    if (!this.#socket) return;
+    while (this.#unsent.length > 0) {
+      const bytes = this.#unsent[0]!;
+      const written = Math.max(this.#socket.write(bytes), 0);
+      if (written < bytes.length) {
+        this.#unsent[0] = bytes.subarray(written);
+        return;
+      }
+      this.#unsent.shift();
+    }
+  }
+}
 
 function relay(): void {
-  let subscriber: { write(data: Uint8Array): number } | null = null;
-  const publishers = Bun.listen({
+  const subscriber = new Outbox();
+  const publishers = Bun.listen<Outbox>({
     hostname: "127.0.0.1",
     port: 0,
     socket: {
+      open(socket) {
+        socket.data = new Outbox();
+        socket.data.open(socket);
+      },
       data(socket, chunk) {
-        subscriber?.write(chunk);
-        socket.write(ONE_BYTE);
+        subscriber.write(chunk);
+        socket.data.write(ONE_BYTE);
+      },
+      drain(socket) {
+        socket.data.drain();
       },
     },
   });
@@ -89,14 +142,13 @@ function relay(): void {
     port: 0,
     socket: {
       open(socket) {
-        subscriber = socket;
+        subscriber.open(socket);
       },
       data() {},
+      drain() {
+        subscriber.drain();
+      },
     },
-  });
-  process.once("SIGTERM", () => {
-    process.stdout.write(`cpu ${cpuSeconds()}\n`);
-    process.exit(0);
   });
   process.stdout.write(`ready ${publishers.port} ${subscribers.port}\n`);
 }
@@ -111,14 +163,17 @@ function publish(options: Options): void {
   socket.on("connect", () => {
     const firstAt = now();
     let sent = 0;
+    let maxBatch = 0;
     const tick = () => {
       const due = Math.min(total, Math.floor((now() - firstAt) * options.rate / 1000) + 1);
+      maxBatch = Math.max(maxBatch, due - sent);
       let lines = "";
       for (; sent < due; sent++) lines += `${sent} ${now()} ${PADDING}\n`;
       if (lines) socket.write(lines);
       if (sent < total) setTimeout(tick, 1);
       else {
-        process.stdout.write(`cpu ${cpuSeconds()}\n`);
+        const achievedRate = Math.round(sent / ((now() - firstAt) / 1000));
+        process.stdout.write(`result ${JSON.stringify({ achievedRate, maxBatch })}\n`);
         socket.end();
       }
     };
@@ -151,8 +206,7 @@ function subscribe(options: Options): void {
     }
     socket.write(ONE_BYTE);
     if (received >= count) {
-      const result = { latency: percentiles(latency, seen, skip, count), cpuS: cpuSeconds() };
-      process.stdout.write(`result ${JSON.stringify(result)}\n`);
+      process.stdout.write(`result ${JSON.stringify({ latency: percentiles(latency, seen, skip, count) })}\n`);
       socket.destroy();
       process.exit(0);
     }

@@ -72,9 +72,12 @@ export class Child {
     return JSON.parse(await this.waitFor(prefix)) as T;
   }
 
-  /** SIGTERM, then SIGKILL if it is still there after `graceMs`. */
+  /** SIGTERM, then SIGKILL if it is still there after `graceMs`; once it resolves, `live` no longer holds it. */
   async stop(graceMs = 1000): Promise<void> {
-    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
+      await this.exited; // it may have exited a moment ago, before `exited` took it out of `live`
+      return;
+    }
     this.proc.kill("SIGTERM");
     const timer = setTimeout(() => this.proc.kill("SIGKILL"), graceMs);
     await this.exited;

@@ -50,23 +50,35 @@ interface Broker {
   stopping: boolean;
 }
 
+/** Starts a broker; if it does not come up, stops it and removes its folder before rethrowing. */
 async function startBroker(overrides: Record<string, unknown> = {}): Promise<Broker> {
   const dir = await mkdtemp(join(tmpdir(), "kitten-mq-bench-"));
   tempDirs.add(dir);
-  const configPath = join(dir, "kitten-mq.config.json");
-  await writeFile(configPath, JSON.stringify({ ...BROKER_CONFIG, ...overrides }));
-  const child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
-  const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
-  const port = Number(/:(\d+)$/.exec(line)?.[1]);
-  if (!Number.isInteger(port) || port <= 0) throw new Error(`cannot parse the broker port from "${line}"`);
-  return { child, port, dir, stopping: false };
+  let child: Child | null = null;
+  try {
+    const configPath = join(dir, "kitten-mq.config.json");
+    await writeFile(configPath, JSON.stringify({ ...BROKER_CONFIG, ...overrides }));
+    child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
+    const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
+    const port = Number(/:(\d+)$/.exec(line)?.[1]);
+    if (!Number.isInteger(port) || port <= 0) throw new Error(`cannot parse the broker port from "${line}"`);
+    return { child, port, dir, stopping: false };
+  } catch (error) {
+    await child?.stop(3000);
+    await removeDir(dir);
+    throw error;
+  }
 }
 
 async function stopBroker(broker: Broker): Promise<void> {
   broker.stopping = true;
   await broker.child.stop(3000);
-  await rm(broker.dir, { recursive: true, force: true });
-  tempDirs.delete(broker.dir);
+  await removeDir(broker.dir);
+}
+
+async function removeDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+  tempDirs.delete(dir);
 }
 
 function spawnClient(role: string, options: Record<string, unknown>): Child {
@@ -83,9 +95,7 @@ export interface Plan {
 }
 
 export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
-  const brokers = await Promise.all(
-    Array.from({ length: 1 + (plan.slaves ?? 0) }, (_, i) => startBroker(i === 0 ? {} : { isMaster: false })),
-  );
+  const brokers = await startBrokers(1 + (plan.slaves ?? 0));
   const broker = brokers[0]!;
   const children: Child[] = [];
   let result: RunResult | null = null;
@@ -141,6 +151,20 @@ export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult>
       result.note = [result.note, `${fmt(perSecond)} fsyncs/s`].filter(Boolean).join("; ");
     }
   }
+}
+
+/** The master, then the slaves; if one does not start, those that did are stopped before rethrowing. */
+async function startBrokers(count: number): Promise<Broker[]> {
+  const started = await Promise.allSettled(
+    Array.from({ length: count }, (_, i) => startBroker(i === 0 ? {} : { isMaster: false })),
+  );
+  const brokers = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
+  if (failed) {
+    await Promise.all(brokers.map(stopBroker));
+    throw failed.reason;
+  }
+  return brokers;
 }
 
 /** CPU counters at one moment: the machine, this process, the brokers and the receivers. */

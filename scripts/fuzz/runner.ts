@@ -53,16 +53,22 @@ interface Peer {
 
 export async function runSessionFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const started = performance.now();
-  const fuzz = await SessionFuzz.start(options);
-  const progressEvery = options.progressEvery ?? 100_000;
-  for (let i = 0; i < options.inputs && !fuzz.atMaxFailures; i++) {
-    await fuzz.runInput(i);
-    if (i % 1000 === 999) await fuzz.checkEveryone();
-    if (options.onProgress && i % progressEvery === 0 && i > 0) options.onProgress(i);
+  // Removed however the run ends: an input that throws must not leave kitten-fuzz-* folders.
+  const folders = new TempDirs("kitten-fuzz-");
+  try {
+    const fuzz = await SessionFuzz.start(options, folders);
+    const progressEvery = options.progressEvery ?? 100_000;
+    for (let i = 0; i < options.inputs && !fuzz.atMaxFailures; i++) {
+      await fuzz.runInput(i);
+      if (i % 1000 === 999) await fuzz.checkEveryone();
+      if (options.onProgress && i % progressEvery === 0 && i > 0) options.onProgress(i);
+    }
+    await fuzz.hangUpEveryone();
+    await fuzz.checkStillServes();
+    return fuzz.report(started);
+  } finally {
+    folders.removeAll();
   }
-  await fuzz.hangUpEveryone();
-  await fuzz.checkStillServes();
-  return fuzz.finish(started);
 }
 
 /** Object.prototype's own keys, to check at the end that no input added or removed one. */
@@ -101,8 +107,8 @@ class SessionFuzz {
   readonly #pools: Peer[][] = [[], []];
   readonly #everyone = new Set<Peer>();
 
-  static async start(options: FuzzOptions): Promise<SessionFuzz> {
-    const folders = new TempDirs("kitten-fuzz-");
+  /** `folders` belongs to the caller, which removes it however the run ends. */
+  static async start(options: FuzzOptions, folders: TempDirs): Promise<SessionFuzz> {
     const protoKeys = prototypeKeys();
     const keys = await loadOrCreateKeys(folders.make("kitten-fuzz-keys-"), "fuzz");
     return new SessionFuzz(options, { folders, protoKeys, keys });
@@ -415,9 +421,8 @@ class SessionFuzz {
     peer.session.closed();
   }
 
-  /** Removes the temp folders and returns the report; `started` is the run's performance.now(). */
-  finish(started: number): FuzzReport {
-    this.#folders.removeAll();
+  /** The run's report; `started` is the run's performance.now(). */
+  report(started: number): FuzzReport {
     return {
       inputs: this.#options.inputs,
       seed: this.#options.seed,

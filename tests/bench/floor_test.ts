@@ -5,13 +5,27 @@
  */
 import { expect, test } from "bun:test";
 import { runFloor } from "../../scripts/bench/floor.ts";
+import { live } from "../../scripts/bench/processes.ts";
 
-test("the floor relays every message and reports latency percentiles over the measured ones", async () => {
-  const result = await runFloor({ rate: 1000, seconds: 0.5, warmupSeconds: 0.2 }, 15_000);
+const OPTIONS = { rate: 1000, seconds: 0.5, warmupSeconds: 0.2 };
+
+test("runFloor() relays every message and reports latency over the measured ones and the pacing", async () => {
+  const result = await runFloor(OPTIONS, 15_000);
   // 0.5 s measured at 1,000 msg/s after 0.2 s of warm-up: the warm-up's 200 are left out.
   expect(result.latency.n).toBe(500);
   expect(result.latency.min).toBeGreaterThan(0);
-  expect(result.latency.p50).toBeLessThanOrEqual(result.latency.p99);
-  expect(result.latency.p99).toBeLessThanOrEqual(result.latency.max);
-  expect(result.cpuS).toBeGreaterThan(0);
+  // Loopback at 1,000 msg/s: a second is no latency but a lost or stalled message.
+  expect(result.latency.max).toBeLessThan(1000);
+  // "Same pacing" as (c): the schedule was kept, in small batches.
+  expect(Math.abs(result.achievedRate - 1000)).toBeLessThanOrEqual(100);
+  expect(result.maxBatch).toBeGreaterThanOrEqual(1);
+  expect(live.size).toBe(0);
+}, 20_000);
+
+test("runFloor() rejects when its timeout passes and leaves no process running", async () => {
+  await expect(runFloor(OPTIONS, 200)).rejects.toThrow("the floor run did not finish within 0.2 s");
+  expect(live.size).toBe(0);
+  // A child the run was about to start when it timed out must not appear afterwards either.
+  await Bun.sleep(500);
+  expect(live.size).toBe(0);
 }, 20_000);
