@@ -8,17 +8,52 @@ const HOSTS = ["127.0.0.1:1234@broker-1"];
 describe("client options", () => {
   it("parseOptions() fills every default the user leaves out, and keeps what the user gives", () => {
     const options = parseOptions({ hosts: HOSTS, clientId: "shop-1", maxPendingMessages: 5, keysName: undefined });
-    expect(options).toEqual({ ...defaultOptions(), hosts: HOSTS, clientId: "shop-1", maxPendingMessages: 5 });
+    expect(options).toEqual({
+      hosts: HOSTS,
+      clientId: "shop-1",
+      keysDirectory: "keys",
+      keysName: "client",
+      maxPendingMessages: 5,
+      reconnectDelayMs: 100,
+      maxReconnectDelayMs: 5_000,
+      maxFrameSize: 64 * 1024 * 1024,
+      handshakeTimeoutMs: 10_000,
+      tls: null,
+    });
     expect(options.maxPendingMessages).toBe(5);
     expect(defaultOptions().maxPendingMessages).toBe(10_000);
+    expect(parseOptions({ hosts: HOSTS })).toEqual({
+      hosts: HOSTS,
+      clientId: "myclient-id",
+      keysDirectory: "keys",
+      keysName: "client",
+      maxPendingMessages: 10_000,
+      reconnectDelayMs: 100,
+      maxReconnectDelayMs: 5_000,
+      maxFrameSize: 64 * 1024 * 1024,
+      handshakeTimeoutMs: 10_000,
+      tls: null,
+    });
   });
 
-  it("parseOptions() refuses a missing config, missing hosts and a malformed host", () => {
+  it("parseOptions() refuses a missing config, missing or non-array hosts and a malformed host", () => {
     expect(() => parseOptions(undefined)).toThrow(TypeError);
     expect(() => parseOptions({ clientId: "a" })).toThrow(/"hosts" must be a non-empty array/);
     expect(() => parseOptions({ hosts: [], clientId: "a" })).toThrow(/"hosts" must be a non-empty array/);
     expect(() => parseOptions({ hosts: ["localhost"], clientId: "a" })).toThrow(/host "localhost" must look like/);
     expect(() => parseOptions({ hosts: ["127.0.0.1:70000"], clientId: "a" })).toThrow(/port 1\.\.65535/);
+    for (const hosts of ["127.0.0.1:1234", { 0: "127.0.0.1:1234", length: 1 }, null]) {
+      expect(() => parseOptions({ hosts: hosts as never, clientId: "a" })).toThrow(TypeError);
+      expect(() => parseOptions({ hosts: hosts as never, clientId: "a" })).toThrow(/"hosts" must be a non-empty array/);
+    }
+  });
+
+  it("parseOptions() refuses with a TypeError a host entry that is not a string", () => {
+    for (const host of [1234, null, { host: "127.0.0.1", port: 1234 }]) {
+      const hosts = [...HOSTS, host] as never;
+      expect(() => parseOptions({ hosts, clientId: "a" })).toThrow(TypeError);
+      expect(() => parseOptions({ hosts, clientId: "a" })).toThrow(/host must be a string/);
+    }
   });
 
   it("parseOptions() refuses with BAD_CLIENT_ID the ids the broker would refuse at the handshake", () => {
@@ -39,7 +74,15 @@ describe("client options", () => {
     for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"]) {
       expect(() => parseOptions({ hosts: HOSTS, [key]: 0 })).toThrow(new RegExp(`"${key}" must be a positive integer`));
       expect(() => parseOptions({ hosts: HOSTS, [key]: 1.5 })).toThrow(RangeError);
+      for (const value of [-1, NaN, Infinity, "5"]) {
+        expect(() => parseOptions({ hosts: HOSTS, [key]: value })).toThrow(RangeError);
+        expect(() => parseOptions({ hosts: HOSTS, [key]: value })).toThrow(new RegExp(`"${key}" must be a positive integer`));
+      }
     }
+  });
+
+  it("parseOptions() accepts tls: null (plain TCP)", () => {
+    expect(parseOptions({ hosts: HOSTS, tls: null }).tls).toBeNull();
   });
 
   it("parseHost() reads host, port, serviceId and token, IPv6 in brackets", () => {

@@ -29,8 +29,8 @@ import { answerChallenge, dial, hello, proofFor } from "../helpers/wire.ts";
 const cleanup = new Cleanup();
 const temps = new TempDirs("kitten-sec-");
 afterEach(async () => {
+  await cleanup.run(); // clients and brokers first: they may still use the folders
   temps.removeAll();
-  await cleanup.run();
 });
 
 let seq = 0;

@@ -66,7 +66,7 @@ describe("decodeBody", () => {
     }
   });
 
-  it("hands back the same string for the same bytes, and a different one for different bytes", () => {
+  it("decodes repeated bytes to an equal string and different bytes to their own string", () => {
     const a = decodeBody(encode({ currency: "EUR" })) as { currency: string };
     const b = decodeBody(encode({ currency: "EUR" })) as { currency: string };
     const c = decodeBody(encode({ currency: "USD" })) as { currency: string };
@@ -78,6 +78,22 @@ describe("decodeBody", () => {
       const key = `k${i.toString(36)}`;
       expect(decodeBody(encode({ [key]: key }))).toEqual({ [key]: key });
     }
+  });
+
+  it("decodeBody never writes into the bytes it reads", () => {
+    // Socket chunks are Buffers, whose slice() is a view: a string cache that kept such a view and
+    // later reused its slot (same length, different bytes) would overwrite an earlier chunk.
+    const inputs: Buffer[] = [];
+    const copies: Uint8Array[] = [];
+    for (let i = 0; i < 5_000; i++) {
+      const user = "user-" + String(i).padStart(5, "0");
+      const input = Buffer.from(encode({ user }));
+      inputs.push(input);
+      copies.push(Uint8Array.from(input));
+      expect(decodeBody(input)).toEqual({ user });
+    }
+    const changed = inputs.flatMap((input, i) => (input.equals(copies[i]!) ? [] : [i]));
+    expect(changed).toEqual([]);
   });
 
   it("leaves tags, non-text keys, __proto__ and indefinite lengths to decode()", () => {
@@ -95,23 +111,34 @@ describe("decodeBody", () => {
     expect(Object.getPrototypeOf(decodeBody(cases[2]!))).toBe(Object.prototype);
   });
 
-  it("fails where decode() fails, with its error: truncated, trailing, malformed, not UTF-8", () => {
+  it("fails where decode() fails, with its error: truncated, trailing, malformed", () => {
     const body = encode({ seq: 1, user: "user-004217", tags: ["a", "b"] });
     const cases: Uint8Array[] = [
       body.subarray(0, body.length - 1),
       new Uint8Array([...body, 0x00]),
       new Uint8Array([0x1c]), // reserved additional information
-      new Uint8Array([0x62, 0xc3, 0x28]), // invalid UTF-8
       new Uint8Array([0x9a, 0xff, 0xff, 0xff, 0xff]), // an array longer than the input
       new Uint8Array([]),
     ];
     for (const bytes of cases) {
       const result = generic(bytes);
+      expect(result.error).toBeDefined();
       expect(fast(bytes)).toEqual(result);
     }
     for (let cut = 0; cut < body.length; cut++) {
-      expect(fast(body.subarray(0, cut))).toEqual(generic(body.subarray(0, cut)));
+      const result = generic(body.subarray(0, cut));
+      expect(result.error).toBeDefined();
+      expect(fast(body.subarray(0, cut))).toEqual(result);
     }
+  });
+
+  it("replaces invalid UTF-8 like decode()", () => {
+    const bytes = new Uint8Array([0x62, 0xc3, 0x28]); // text of 2 bytes: a cut-short sequence, then "("
+    expect(generic(bytes)).toEqual({ value: "\uFFFD(" });
+    expect(fast(bytes)).toEqual(generic(bytes));
+    const withBadKey = new Uint8Array([0xa1, 0x62, 0xc3, 0x28, 0x01]); // the same text as a map key
+    expect(generic(withBadKey)).toEqual({ value: { "\uFFFD(": 1 } });
+    expect(fast(withBadKey)).toEqual(generic(withBadKey));
   });
 
   it("reads half, single and double precision floats", () => {

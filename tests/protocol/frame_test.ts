@@ -431,15 +431,24 @@ describe("frame", () => {
     const batch = new FrameBatch(16);
     for (let i = 0; i < 3; i++) batch.push(bytes(40_000, i)); // grows past SHRINK_ABOVE
     const first = batch.view();
+    expect(first.length).toBe(batch.byteLength);
     expect(new FrameDecoder().push(first.slice())).toEqual([bytes(40_000, 0), bytes(40_000, 1), bytes(40_000, 2)]);
+    // In place: every view is over the batch's one buffer, not a copy of it.
+    const grown = first.buffer;
+    expect(grown.byteLength).toBeGreaterThan(64 * 1024); // SHRINK_ABOVE
+    expect(batch.view().buffer).toBe(grown);
+    expect(batch.view().byteOffset).toBe(0);
     batch.clear();
     expect(batch.byteLength).toBe(0);
     expect(batch.frameCount).toBe(0);
+    expect(batch.view().length).toBe(0);
     for (let round = 0; round < 4; round++) {
       batch.push(bytes(10, round)); // small bursts after a big one: the buffer shrinks, the bytes stay right
+      if (round === 0) expect(batch.view().buffer).toBe(grown); // clear() after a full burst kept it
       expect(new FrameDecoder().push(batch.view().slice())).toEqual([bytes(10, round)]);
       batch.clear();
     }
+    expect(batch.view().buffer.byteLength).toBeLessThan(grown.byteLength);
   });
 
   it("FrameBatch.take() empties the batch and hands out a buffer the caller owns", () => {
