@@ -71,7 +71,7 @@ export class Client extends EventEmitter {
   #nextSub = 1;
   readonly #idPrefix = randomPrefix();
   readonly #masters = new MasterTracker(() => this.#connections, {
-    master: (host, epoch) => this.emit("master", { host, epoch }),
+    master: (host, epoch) => this.#tell("master", { host, epoch }),
     problem: (error) => this.#report(error),
   });
   readonly #receiver = new Receiver(
@@ -126,15 +126,21 @@ export class Client extends EventEmitter {
         open: (connection) => this.#onOpen(connection),
         close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
         refused: (connection, error) => this.#onRefused(connection, error),
-        frame: (connection, value) => this.#guarded(() => this.#onFrame(connection, value)),
-        deliver: (connection, delivery) => this.#guarded(() => this.#receiver.receive(connection, delivery)),
+        frame: (connection, value) => this.#onFrame(connection, value),
+        deliver: (connection, delivery) => this.#receiver.receive(connection, delivery),
+        error: (_connection, error) => this.#report(asError(error)),
       }, this.#dial, prove)
     );
+    // A key read outlives a disconnect(): it acts only on the connect() that started it.
     keys.then(
       () => {
+        if (this.#options !== options) return;
         for (const connection of this.#connections) connection.start();
       },
-      (error: KittenError) => this.#reset(error),
+      (error: KittenError) => {
+        if (this.#options !== options) return;
+        this.#reset(error);
+      },
     );
     return withCallback(done, callback);
   }
@@ -200,7 +206,7 @@ export class Client extends EventEmitter {
   disconnect(callback?: Callback): Promise<void> {
     const wasConnected = this.isConnected();
     this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"));
-    if (wasConnected) this.emit("disconnect");
+    if (wasConnected) this.#tell("disconnect");
     return withCallback(Promise.resolve(), callback);
   }
 
@@ -237,7 +243,13 @@ export class Client extends EventEmitter {
     });
     if (subscription.invalid) {
       const error = subscription.invalid;
-      queueMicrotask(() => this.#guarded(() => subscription.settle(error)));
+      queueMicrotask(() => {
+        try {
+          subscription.settle(error); // the handler hears of it, as (err, …)
+        } catch (thrown) {
+          this.#report(asError(thrown));
+        }
+      });
       return subscription;
     }
     this.#subscriptions.set(subscription.sub, subscription);
@@ -297,9 +309,9 @@ export class Client extends EventEmitter {
         pending.reject(error as KittenError);
       }
     }
-    if (first) this.emit("connect", { host: connection.host.label, welcome: connection.welcome });
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
+    if (first) this.#tell("connect", { host: connection.host.label, welcome: connection.welcome });
   }
 
   #onClose(connection: HostConnection, error: Error | null, wasOpen: boolean): void {
@@ -308,7 +320,7 @@ export class Client extends EventEmitter {
     if (error) this.#report(error);
     const anyOpen = this.#connections.some((c) => c.isOpen && c !== connection);
     if (wasOpen && !anyOpen) {
-      this.emit("disconnect", { host: connection.host.label, error });
+      this.#tell("disconnect", { host: connection.host.label, error });
     }
   }
 
@@ -400,29 +412,37 @@ export class Client extends EventEmitter {
   }
 
   /**
-   * Runs what a frame from the broker triggers. A throw (a user handler called with an error, a
-   * malformed frame) is reported, never thrown into the socket's callback, where it would cut the
-   * rest of the chunk's frames off.
+   * Emits a lifecycle event ('connect', 'disconnect', 'master'). A listener that throws is
+   * reported, not thrown into the link's code: what comes after the event there (registrations
+   * and resends on a new link, the reconnect of a lost one) must run whatever the listener does.
    */
-  #guarded(work: () => void): void {
+  #tell(event: string, ...args: unknown[]): void {
     try {
-      work();
+      this.emit(event, ...args);
     } catch (error) {
-      try {
-        this.#report(error instanceof Error ? error : new Error(String(error)));
-      } catch {
-        // an "error" listener that throws: nothing left to tell
-      }
+      this.#report(asError(error));
     }
   }
 
+  /** Tells the user through 'error'. Never throws: its callers go on (a NACK, the next frame). */
   #report(error: Error): void {
-    if (this.listenerCount("error") > 0) this.emit("error", error);
+    if (this.listenerCount("error") === 0) return;
+    try {
+      this.emit("error", error);
+    } catch (thrown) {
+      // An 'error' listener that throws leaves only the console to tell: emitting 'error' again
+      // would loop, and throwing would skip what the caller does next.
+      console.error("kitten-mq: an 'error' listener threw while reporting", error, thrown);
+    }
   }
 
   #nextMessageId(): string {
     return this.#idPrefix + (this.#idCounter++).toString(36);
   }
+}
+
+function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
 }
 
 /** 12 random bytes, base64url: message ids are unique across clients without coordination. */

@@ -16,6 +16,7 @@ import {
   isFatal,
   KittenError,
   OP,
+  opOf,
   type WelcomeInfo,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../version.ts";
@@ -35,6 +36,8 @@ export interface ConnectionEvents {
   frame(connection: HostConnection, value: unknown[]): void;
   /** A DELIVER frame (read by the fast reader, or decoded generically by the client). */
   deliver(connection: HostConnection, delivery: DeliverFields): void;
+  /** One of the calls above threw while handling a frame (a user handler or listener, a bug). */
+  error(connection: HostConnection, error: unknown): void;
 }
 
 /** Fatal codes that say "not now" rather than "never": the link is retried with backoff. */
@@ -48,7 +51,8 @@ export class HostConnection {
   /** The highest send ref this broker confirmed storing as a slave (see Client #catchUp). */
   storedUpTo = 0;
   #transport: Transport | null = null;
-  #decoder: FrameDecoder;
+  /** Drops a link whose handshake does not complete in time (see #dial). */
+  #handshakeTimer: ReturnType<typeof setTimeout> | undefined;
   readonly #batch = new FrameBatch(16 * 1024);
   /** Acks per subscription, sent together at the next flush. */
   #acks = new Map<number, number[]>();
@@ -65,9 +69,7 @@ export class HostConnection {
     readonly dial: Dial,
     /** Answers a broker's challenge with the AUTH operation (signs its nonce with the client key). */
     readonly prove: (host: Host, challenge: Challenge) => Promise<unknown[]>,
-  ) {
-    this.#decoder = new FrameDecoder(options.maxFrameSize);
-  }
+  ) {}
 
   get isOpen(): boolean {
     return this.state === "open";
@@ -83,6 +85,7 @@ export class HostConnection {
     this.state = "stopped";
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = null;
+    clearTimeout(this.#handshakeTimer);
     this.#flush();
     this.#transport?.close();
     this.#transport = null;
@@ -132,77 +135,90 @@ export class HostConnection {
 
   #dial(): void {
     this.state = "connecting";
-    this.#decoder = new FrameDecoder(this.options.maxFrameSize);
-    let handshaken = false;
-    // A host that accepts the connection but never completes the handshake (hung, or not a
-    // Kitten-MQ broker) is dropped and retried like a refused connection.
-    const deadline = setTimeout(() => {
-      if (!handshaken && this.#transport === transport) transport.close();
-    }, this.options.handshakeTimeoutMs);
+    const decoder = new FrameDecoder(this.options.maxFrameSize);
     // One frame: false once the link is gone (closed here, or by a handler).
     const visit = (data: Uint8Array, start: number, end: number): boolean => {
       // Deliveries take a hand-written reader, in place; everything else the generic decoder.
-      const delivery = handshaken ? readDeliver(data, start, end) : undefined;
-      if (delivery) {
-        this.events.deliver(this, delivery);
-        return this.#transport === transport;
+      const delivery = this.state === "open" ? readDeliver(data, start, end) : undefined;
+      let value: unknown[] | undefined;
+      if (!delivery) {
+        try {
+          value = decode(data.subarray(start, end)) as unknown[];
+          opOf(value);
+        } catch {
+          transport.close(); // a broker that sends garbage is reconnected to
+          return false;
+        }
       }
-      let value: unknown[];
+      // What a frame triggers runs the client's code and, through it, the user's (handlers,
+      // listeners). A throw is reported here: thrown into the socket's callback, it would cut off
+      // the chunk's other frames.
       try {
-        value = decode(data.subarray(start, end)) as unknown[];
-        if (!Array.isArray(value)) throw new Error("frame is not an array");
-      } catch {
-        transport.close(); // a broker that sends garbage is reconnected to
-        return false;
+        if (delivery) this.events.deliver(this, delivery);
+        else if (this.state === "open") this.events.frame(this, value!);
+        else if (!this.#handshake(transport, value!)) return false;
+      } catch (error) {
+        this.events.error(this, error);
       }
-      if (!handshaken) {
-        const step = this.#handshake(transport, value);
-        if (step === "failed") return false;
-        handshaken = step === "open";
-        if (handshaken) clearTimeout(deadline);
-        return true;
-      }
-      this.events.frame(this, value);
       return this.#transport === transport;
     };
-    const transport = this.dial(this.host.host, this.host.port, this.options.tls, {
-      open: () => {
-        const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
-        transport.write(frameOf([OP.HELLO, PROTOCOL_VERSION, hello]));
-      },
-      data: (chunk) => {
-        if (this.#transport !== transport) return;
-        try {
-          this.#decoder.each(chunk, visit);
-        } catch (error) {
-          if (!(error instanceof KittenError && error.code === "FRAME_TOO_LARGE")) throw error;
-          transport.close(); // a broker that sends an oversized frame is reconnected to
-        }
-      },
-      close: (error) => {
-        clearTimeout(deadline);
-        if (this.#transport !== transport) return;
-        this.#transport = null;
-        this.welcome = null;
-        const wasOpen = this.state === "open";
-        const wasStopped = this.state === "stopped";
-        if (!wasStopped) this.state = "connecting";
-        this.#batch.take();
-        this.#acks.clear();
-        this.#mirrors.clear();
-        this.events.close(this, error, wasOpen);
-        if (!wasStopped) this.#scheduleReconnect();
-      },
-    });
+    let transport: Transport;
+    try {
+      transport = this.dial(this.host.host, this.host.port, this.options.tls, {
+        open: () => {
+          const hello: HelloOptions = { client: this.options.clientId, token: this.host.token };
+          transport.write(frame(encode([OP.HELLO, PROTOCOL_VERSION, hello])));
+        },
+        data: (chunk) => {
+          if (this.#transport !== transport) return;
+          try {
+            decoder.each(chunk, visit);
+          } catch {
+            // The visitor throws nothing: this is the decoder's FRAME_TOO_LARGE, after which the
+            // stream cannot be read on. A broker that sends an oversized frame is reconnected to.
+            transport.close();
+          }
+        },
+        close: (error) => {
+          if (this.#transport !== transport) return;
+          clearTimeout(this.#handshakeTimer);
+          this.#transport = null;
+          this.welcome = null;
+          const wasOpen = this.state === "open";
+          const wasStopped = this.state === "stopped";
+          if (!wasStopped) this.state = "connecting";
+          this.#batch.take();
+          this.#acks.clear();
+          this.#mirrors.clear();
+          this.events.close(this, error, wasOpen);
+          if (!wasStopped) this.#scheduleReconnect();
+        },
+      });
+    } catch (error) {
+      // Options the runtime refuses at once (a `tls.ca` that is not a certificate, for one) would
+      // be refused again at every attempt: the host is refused, like a wrong token.
+      this.stop();
+      const message = `Cannot connect to "${this.host.label}": ${error instanceof Error ? error.message : String(error)}`;
+      this.events.refused(this, new KittenError("CONFIG_INVALID", message, undefined, { cause: error }));
+      return;
+    }
     this.#transport = transport;
+    // A host that accepts the connection but never completes the handshake (hung, or not a
+    // Kitten-MQ broker) is dropped and retried like a refused connection.
+    this.#handshakeTimer = setTimeout(() => {
+      if (this.#transport === transport) transport.close();
+    }, this.options.handshakeTimeoutMs);
   }
 
-  /** Handles handshake frames: a challenge is answered, welcome opens the link, an error refuses it. */
-  #handshake(transport: Transport, value: unknown[]): "open" | "waiting" | "failed" {
+  /**
+   * Handles a handshake frame: a challenge is answered, welcome opens the link, an error refuses
+   * it. False when the link is gone.
+   */
+  #handshake(transport: Transport, value: unknown[]): boolean {
     if (value[0] === OP.CHALLENGE && typeof value[1] === "object" && value[1] !== null) {
       this.prove(this.host, value[1] as Challenge).then(
         (op) => {
-          if (this.#transport === transport) transport.write(frameOf(op));
+          if (this.#transport === transport) transport.write(frame(encode(op)));
         },
         (error: KittenError) => {
           if (this.#transport !== transport) return; // a proof for a link that is gone
@@ -210,15 +226,18 @@ export class HostConnection {
           this.events.refused(this, error);
         },
       );
-      return "waiting";
+      return true;
     }
     if (value[0] === OP.WELCOME && typeof value[1] === "object" && value[1] !== null) {
+      // The link is open before the client hears of it: whatever its open handler throws, the
+      // link stays open and the deadline does not drop it.
       this.welcome = value[1] as WelcomeInfo;
       this.state = "open";
       this.generation++;
       this.#attempt = 0;
+      clearTimeout(this.#handshakeTimer);
       this.events.open(this);
-      return "open";
+      return true;
     }
     const error = value[0] === OP.ERROR && isErrorCode(value[2])
       ? new KittenError(value[2], String(value[3]), value[4])
@@ -230,7 +249,7 @@ export class HostConnection {
     } else {
       transport.close();
     }
-    return "failed";
+    return false;
   }
 
   #scheduleReconnect(): void {
@@ -267,8 +286,4 @@ export class HostConnection {
     if (this.#batch.byteLength === 0 || !this.#transport) return;
     this.#transport.write(this.#batch.take());
   }
-}
-
-function frameOf(op: unknown[]): Uint8Array {
-  return frame(encode(op));
 }

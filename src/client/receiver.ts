@@ -21,7 +21,7 @@ import type { ConsumeHandler, DeliveryInfo, Done, ListenHandler, Subscription } 
 const ACKED_WINDOW = 20_000;
 
 export class Receiver {
-  /** Deliveries acked recently (kind|queue|destination|messageId): a resend after failover is not handled twice. */
+  /** Deliveries acked recently, by ackedKey(): a resend after failover is not handled twice. */
   readonly #acked = new RecentMap<string, AckedDelivery>(ACKED_WINDOW);
 
   constructor(
@@ -40,16 +40,19 @@ export class Receiver {
     if (!this.masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused
     const generation = connection.generation;
     // With several brokers, acks are copied to the slaves and remembered (a failover may deliver
-    // an acked message again): acked before means settle it again, once, without the handler.
-    if (this.connections().length > 1 && this.#acked.has(ackedOf(subscription, destination, messageId).key)) {
-      return this.#ack(connection, subscription, tag, destination, messageId);
-    }
+    // an acked message again): acked before means settle it again, once, without the handler. A
+    // lone broker needs neither, and saves their cost. Decided here, once: done() may come after
+    // disconnect(), when there are no connections left to count.
+    const acked = this.connections().length > 1 ? ackedOf(subscription, destination, messageId) : null;
+    const key = acked === null ? "" : ackedKey(acked);
+    if (acked !== null && this.#acked.has(key)) return this.#ack(connection, sub, tag, acked, key);
     let message: unknown;
     try {
       message = decodeBody(body);
     } catch (error) {
-      this.report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
-      return connection.send([OP.NACK, sub, tag, 0]);
+      // NACK first: reporting runs the user's listener, whatever it does the message comes back.
+      connection.send([OP.NACK, sub, tag, 0]);
+      return this.report(new KittenError("BAD_FORMAT", `Cannot decode message "${messageId}": ${(error as Error).message}`));
     }
     const info: DeliveryInfo = {
       messageId,
@@ -63,7 +66,7 @@ export class Receiver {
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
-      if (ok !== false) return this.#ack(connection, subscription, tag, destination, messageId);
+      if (ok !== false) return this.#ack(connection, sub, tag, acked, key);
       connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
     };
     try {
@@ -85,29 +88,27 @@ export class Receiver {
   }
 
   /**
-   * Acks on the delivering broker. With several brokers the ack is also copied to the others
-   * (slaves drop their copy) and remembered; a lone broker needs neither, and saves their cost.
+   * Acks on the delivering broker. With several brokers (`acked` given) the ack is also copied to
+   * the others (slaves drop their copy) and remembered under `key`.
    */
-  #ack(connection: HostConnection, subscription: Subscription, tag: number, destination: string, messageId: string): void {
-    connection.ack(subscription.sub, tag);
-    const connections = this.connections();
-    if (connections.length === 1) return;
-    const acked = ackedOf(subscription, destination, messageId);
-    for (const other of connections) if (other !== connection) other.mirror(acked.kind, acked.queue, destination, messageId);
-    this.#acked.set(acked.key, acked);
+  #ack(connection: HostConnection, sub: number, tag: number, acked: AckedDelivery | null, key: string): void {
+    connection.ack(sub, tag);
+    if (acked === null) return;
+    for (const other of this.connections()) {
+      if (other !== connection) other.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+    }
+    this.#acked.set(key, acked);
   }
 
-  /** A handler threw: the message is requeued (at least once) and the error reported. */
+  /** A handler threw: the message is requeued (at least once), then the error reported. */
   #handlerFailed(error: unknown, done: Done): void {
-    this.report(error instanceof Error ? error : new Error(String(error)));
     done(false);
+    this.report(error instanceof Error ? error : new Error(String(error)));
   }
 }
 
 /** One acked delivery target of a message, remembered to recognise it after a failover. */
 interface AckedDelivery {
-  /** Unambiguous whatever the ids contain (a separator character could appear in them). */
-  key: string;
   kind: 0 | 1;
   queue: string;
   destination: string;
@@ -115,7 +116,15 @@ interface AckedDelivery {
 }
 
 function ackedOf(subscription: Subscription, destination: string, messageId: string): AckedDelivery {
-  const kind = subscription.kind === "consume" ? 1 : 0;
-  const queue = queueName(subscription.endpoint, subscription.version);
-  return { key: JSON.stringify([kind, queue, destination, messageId]), kind, queue, destination, messageId };
+  return {
+    kind: subscription.kind === "consume" ? 1 : 0,
+    queue: queueName(subscription.endpoint, subscription.version),
+    destination,
+    messageId,
+  };
+}
+
+/** The map key of an acked delivery: unambiguous whatever the ids contain (a separator could). */
+function ackedKey(acked: AckedDelivery): string {
+  return JSON.stringify([acked.kind, acked.queue, acked.destination, acked.messageId]);
 }

@@ -1,6 +1,7 @@
-import { afterEach, expect, it } from "bun:test";
+import { afterEach, expect, it, spyOn } from "bun:test";
 import { createServer } from "node:net";
 import { client, KittenError } from "../../mod.ts";
+import { OP } from "../../src/protocol/mod.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import {
   Cleanup,
@@ -9,9 +10,11 @@ import {
   type Received,
   recorder,
   rejection,
+  sleep,
   startTestBroker,
   waitFor,
 } from "../helpers/broker.ts";
+import { dial, hello } from "../helpers/wire.ts";
 
 const cleanup = new Cleanup();
 afterEach(cleanup.run);
@@ -367,4 +370,145 @@ it("e2e: client drops and retries a host that accepts the connection but never a
   await mq.send("silent/v1/1", { ok: true }); // the good host serves meanwhile
   await waitFor(() => accepted >= 3, 3000); // dropped after 150 ms and dialled again, repeatedly
   expect(mq.status().find((s) => s.host.includes(`:${port}@`))?.connected).toBe(false);
+});
+
+for (const event of ["connect", "master"] as const) {
+  it(`e2e: client '${event}' listener that throws is reported, and the link still opens: connect() resolves, sends are confirmed`, async () => {
+    const broker = cleanup.broker();
+    const mq = cleanup.add(client());
+    const errors: string[] = [];
+    mq.on("error", (error: Error) => errors.push(error.message));
+    mq.on(event, () => {
+      throw new Error(`${event} listener bug`);
+    });
+    const connecting = mq.connect({ hosts: [broker.host], clientId: clientId(), keysDirectory: testKeysDirectory });
+    const outcome = await Promise.race([
+      connecting.then(() => "connected", (error: Error) => `rejected: ${error.message}`),
+      sleep(1000).then(() => "still pending after 1 s"),
+    ]);
+    expect(outcome).toBe("connected");
+    const got: Received[] = [];
+    await mq.consume("open-throw/v1/1", recorder(got)).ready;
+    await mq.send("open-throw/v1/1", "after the throw");
+    await waitFor(() => got.length === 1);
+    expect(errors).toEqual([`${event} listener bug`]);
+    expect(mq.isConnected()).toBe(true);
+  });
+}
+
+it("e2e: client 'disconnect' listener that throws is reported, and the client still reconnects", async () => {
+  const port = await freePort();
+  const first = cleanup.add(startTestBroker({ socketServer: { port } }));
+  const mq = await cleanup.client(first, fast);
+  const errors: string[] = [];
+  mq.on("error", (error: Error) => errors.push(error.message));
+  mq.on("disconnect", () => {
+    throw new Error("disconnect listener bug");
+  });
+  await first.stop();
+  await waitFor(() => errors.includes("disconnect listener bug"));
+  cleanup.add(startTestBroker({ socketServer: { port } }));
+  await waitFor(() => mq.isConnected());
+  await mq.send("close-throw/v1/1", "after the throw");
+});
+
+it("e2e: client connect() with a tls.ca that cannot be used rejects with CONFIG_INVALID instead of waiting forever", async () => {
+  // Bun fails a test on anything thrown uncaught or rejected unhandled while it runs.
+  const broker = cleanup.broker();
+  const mq = cleanup.add(client());
+  const errors: Error[] = [];
+  mq.on("error", (error: Error) => errors.push(error));
+  const early = mq.send("bad-ca/v1/1", "queued before connect");
+  const connecting = mq.connect({
+    hosts: [broker.host],
+    clientId: clientId(),
+    keysDirectory: testKeysDirectory,
+    handshakeTimeoutMs: 50,
+    tls: { ca: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----" },
+  });
+  const outcome = await Promise.race([rejection(connecting), sleep(1000).then(() => null)]);
+  expect(outcome).toBeInstanceOf(KittenError);
+  const error = outcome!;
+  expect(error.code).toBe("CONFIG_INVALID");
+  expect(error.message).toContain(`"${broker.host}"`);
+  expect(error.cause).toBeInstanceOf(Error);
+  expect(error.message).toContain((error.cause as Error).message);
+  expect((await rejection(early)).code).toBe("CONFIG_INVALID");
+  expect(errors).toEqual([error]);
+  await sleep(150); // past handshakeTimeoutMs: no deadline fires for a link that never was
+  expect(mq.isConnected()).toBe(false);
+});
+
+it("e2e: client 'error' listener that throws does not hold back the NACK of a failed handler (requeued at once)", async () => {
+  const console_ = spyOn(console, "error").mockImplementation(() => {});
+  cleanup.defer(() => console_.mockRestore());
+  const broker = cleanup.broker(); // requeueInterval 100 s: only a NACK brings the message back in time
+  const mq = await cleanup.client(broker);
+  mq.on("error", () => {
+    throw new Error("error listener bug");
+  });
+  const got: Received[] = [];
+  await mq.consume("nack-first/v1/1", (err, message, done, info) => {
+    if (err) return;
+    got.push({ message, info: info!, done, at: performance.now() });
+    if (got.length === 1) throw new Error("handler bug");
+    done();
+  }).ready;
+  await mq.send("nack-first/v1/1", "retry me");
+  await waitFor(() => got.length === 2);
+  expect(got[1]!.info.nbRequeues).toBe(1);
+  expect(console_).toHaveBeenCalled();
+});
+
+it("e2e: client 'error' listener that throws does not hold back the NACK of an undecodable message", async () => {
+  const console_ = spyOn(console, "error").mockImplementation(() => {});
+  cleanup.defer(() => console_.mockRestore());
+  const broker = cleanup.broker({ requeueLimit: 3 });
+  const mq = await cleanup.client(broker);
+  let reports = 0;
+  mq.on("error", (error: KittenError) => {
+    if (error.code === "BAD_FORMAT") reports++;
+    throw new Error("error listener bug");
+  });
+  await mq.consume("undecodable/v1/1", () => {}).ready;
+  const wire = await dial(broker.port);
+  cleanup.defer(() => wire.close());
+  await hello(wire, clientId());
+  wire.send([OP.SEND, 1, "undecodable/v1/1", "raw-1", new Uint8Array([0xff])]); // 0xff: a CBOR "break" alone
+  await wire.expect(OP.OK);
+  await waitFor(() => reports >= 2); // delivered, NACKed, delivered again: no 100 s ack timeout between
+});
+
+it("e2e: client done() called after disconnect() does not hide the message from a later multi-broker connect()", async () => {
+  const master = cleanup.broker();
+  const slave = cleanup.broker({ isMaster: false });
+  const mq = cleanup.add(client());
+  mq.on("error", () => {});
+  const id = clientId();
+  await mq.connect({ hosts: [master.host], clientId: id, keysDirectory: testKeysDirectory, ...fast });
+  const got: Received[] = [];
+  await mq.consume("late-done/v1/1", recorder(got, { ack: false })).ready;
+  await mq.send("late-done/v1/1", "once");
+  await waitFor(() => got.length === 1);
+  await mq.disconnect(); // the broker requeues the unacked message
+  got[0]!.done(); // too late: the link it came from is gone
+  await mq.connect({ hosts: [master.host, slave.host], clientId: id, keysDirectory: testKeysDirectory, ...fast });
+  await waitFor(() => got.length === 2);
+  expect(got[1]!.info.messageId).toBe(got[0]!.info.messageId);
+  expect(got[1]!.info.nbRequeues).toBe(1);
+});
+
+it("e2e: client connect() is not reset by the key read of an earlier connect() that was disconnected", async () => {
+  const broker = cleanup.broker();
+  const mq = cleanup.add(client());
+  mq.on("error", () => {});
+  const id = clientId();
+  // keysName "bad/name" makes that connect()'s key read fail, after the two calls below.
+  const stale = mq.connect({ hosts: [broker.host], clientId: id, keysDirectory: testKeysDirectory, keysName: "bad/name" });
+  mq.disconnect();
+  const fresh = mq.connect({ hosts: [broker.host], clientId: id, keysDirectory: testKeysDirectory });
+  expect((await rejection(stale)).code).toBe("CLOSED");
+  await fresh;
+  expect(mq.isConnected()).toBe(true);
+  await mq.send("stale-keys/v1/1", "ok");
 });
