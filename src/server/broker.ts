@@ -18,7 +18,9 @@ import { Logger } from "./log.ts";
 import { groupKeyOf, Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
-import type { Store, StoredMessage } from "./store/store.ts";
+import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import { Pager } from "./pager.ts";
+import { DiskFloor } from "./store/disk_floor.ts";
 import type { DurableMode } from "./store/store.ts";
 import type { Copy } from "./message.ts";
 import type { Session } from "./session.ts";
@@ -118,6 +120,10 @@ export class Broker {
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
   readonly #routes = new Map<string, Route>();
+  /** Pages durable queues beyond their memory budget to the store (null: a store that cannot page, or none). */
+  readonly #pager: Pager | null;
+  /** Free space of the data directory's disk against `minFreeDiskBytes` (null without a store). */
+  readonly disk: DiskFloor | null;
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.config = config;
@@ -129,6 +135,15 @@ export class Broker {
     this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
     this.epoch = this.#loadEpoch();
+    this.#pager = canPage(this.store)
+      ? new Pager(this.store, {
+        log: this.log,
+        queue: (name) => this.queue(name),
+        admit: (queue, record, recovered) => this.#admit(queue, record, recovered),
+        flush: () => this.flush(),
+      })
+      : null;
+    this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
   }
 
   /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
@@ -269,6 +284,7 @@ export class Broker {
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
           if (message.copies) this.#slaveIndex.delete(message.id);
+          if (queue!.backlog.count > 0) this.#pager?.settled(queue!);
         },
       });
       queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
@@ -293,12 +309,14 @@ export class Broker {
     const storing = this.#storing.get(messageId);
     if (storing) return storing; // the same message is being committed: confirm it with that commit
     if (schema) body = conform(schema, channelName, queue.name, body);
-    if (queue.live >= this.config.maxMessagesPerQueue) {
+    const held = queue.live + queue.backlog.count;
+    if (held >= queue.settings.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",
-        `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
+        `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
       );
     }
+    if (this.disk?.low && queue.settings.durability !== "memory") throw this.disk.refusal(channelName);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
     const message = new Message(messageId, queue.name, destination, copyBytes(body), this.now(), this.#seq++);
     const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
@@ -324,8 +342,31 @@ export class Broker {
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
     this.stats.counters.received++;
+    if (this.#paged(queue, message)) return;
     this.#indexOnSlave(message);
     queue.publish(message);
+    this.#applyEarlyAcks(queue, message);
+  }
+
+  /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
+  #paged(queue: Queue, message: Message): boolean {
+    return this.#pager !== null && queue.settings.durability !== "memory" && this.#pager.page(queue, message);
+  }
+
+  /** Puts a message read back from the store (paged, or stored before this start) into its queue. */
+  #admit(queue: Queue, record: StoredMessage, recovered: boolean): void {
+    const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
+    message.record = record;
+    message.deliveries = record.deliveries ?? 0;
+    message.deadLetter = record.deadLetter ?? null;
+    this.#recentIds.add(record.id);
+    this.#indexOnSlave(message);
+    queue.admit(message, recovered);
+    this.#applyEarlyAcks(queue, message);
+  }
+
+  /** On a slave: acks the master's clients sent before the message was here. */
+  #applyEarlyAcks(queue: Queue, message: Message): void {
     if (this.isMaster || this.#earlyAcks.size === 0) return;
     const early = this.#earlyAcks.get(message.id);
     if (early === undefined) return;
@@ -340,10 +381,35 @@ export class Broker {
   }
 
   /**
-   * Puts back, at start, the messages the store kept: every one that was not acked when the
-   * broker stopped (waiting, ready or in flight), in arrival order.
+   * At start, before the port opens: every message the store kept comes back. A store that pages
+   * leaves them on disk and each queue reads one page (a restart does not load the backlog);
+   * another store's messages are all restored.
    */
-  restore(records: readonly StoredMessage[]): void {
+  recover(): void {
+    if (this.store === null) return;
+    if (this.#pager === null) return this.restore(this.store.load());
+    const total = this.#pager.recover();
+    if (total > 0) this.log.info("store", `recovered ${total} messages;in memory ${this.#resident()} of them, the rest read as needed`);
+  }
+
+  #resident(): number {
+    let live = 0;
+    for (const queue of this.queues.values()) live += queue.live;
+    return live;
+  }
+
+  /** A queue's share of the store (rows and estimated bytes); zeros without a store that tracks it. */
+  diskUsage(queueName: string): QueueUsage {
+    return canPage(this.store) ? this.store.queueUsage(queueName) : { messages: 0, bytes: 0 };
+  }
+
+  /**
+   * Puts back messages in memory, in arrival order (a store that cannot page, at start; or
+   * messages a peer sent): every one that was not acked (waiting, ready or in flight). They are
+   * not paged: the caller bounds how many it gives.
+   */
+  restore(records: Iterable<StoredMessage>): void {
+    let restored = 0;
     for (const record of records) {
       const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
       message.record = record;
@@ -352,8 +418,9 @@ export class Broker {
       this.#recentIds.add(record.id);
       this.#indexOnSlave(message);
       this.queue(record.queue).restore(message);
+      restored++;
     }
-    if (records.length > 0) this.log.info("store", `recovered ${records.length} messages`);
+    if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
   }
 
   /** Creates a handler for a listen/consume registration (the session validated the channel). */
@@ -384,6 +451,7 @@ export class Broker {
   /** Runs timers of every queue that has some; called by the server about every 25 ms. */
   tick(): void {
     const now = this.now();
+    this.disk?.refresh();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
     this.flush();
   }
@@ -462,7 +530,7 @@ export class Broker {
     );
     if (target === null) return;
     const queue = this.queue(target);
-    if (queue.live >= this.config.maxMessagesPerQueue) {
+    if (queue.live + queue.backlog.count >= queue.settings.maxMessagesPerQueue) {
       this.log.error("queue", `queue=${target};messageId=${message.id};dead-letter queue full;message dropped`);
       return;
     }
@@ -475,6 +543,9 @@ export class Broker {
     };
     const store = this.#storeFor(queue);
     if (!store) return queue.publish(dead);
+    const publish = () => {
+      if (!this.#paged(queue, dead)) queue.publish(dead);
+    };
     // The original stays stored until its dead letter is: while that write fails it is retried,
     // and the original is kept (recovered at the next start) rather than lost between two queues.
     const origin = this.queues.get(message.queue)!;
@@ -487,7 +558,7 @@ export class Broker {
         if (!this.shuttingDown) setTimeout(run, DEAD_LETTER_RETRY_MS);
         return;
       }
-      queue.publish(dead);
+      publish();
       origin.release(message);
     };
     // Off the socket callback: a throw here must be logged, not become an unhandled rejection.

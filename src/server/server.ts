@@ -59,7 +59,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   const store = options.store !== undefined ? options.store : openStore(config, logger);
   const broker = new Broker(config, { ...options, logger, store });
   // Recovery runs before the port opens: no client sees the broker half-loaded.
-  if (store) broker.restore(store.load());
+  broker.recover();
   const listener = listen(broker);
   let lastSample = broker.now();
   const timer = setInterval(() => {

@@ -40,7 +40,8 @@ import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { decodeRecord, encodeRecord, getMeta, type MetaValue, migrate, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
-import type { DurableMode, Store, StoredMessage } from "./store.ts";
+import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
+import { StoreUsage, UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
 
@@ -96,7 +97,7 @@ interface Batch {
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
 
-export class SqliteStore implements Store {
+export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
   readonly path: string;
@@ -124,6 +125,10 @@ export class SqliteStore implements Store {
   readonly #insert: Statement<unknown, RecordV2>;
   readonly #delete: Statement<unknown, [number]>;
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
+  readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
+  readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+  /** Rows and bytes per queue, as of the last commit (usage.ts). */
+  readonly #usage: StoreUsage;
   /** Row of every message appended and not removed (object identity: ids may repeat). */
   readonly #seqOf = new WeakMap<StoredMessage, number>();
   #nextSeq: number;
@@ -131,8 +136,9 @@ export class SqliteStore implements Store {
   readonly #unconfirmed = new Set<number>();
   /** Appends not yet committed, by seq, in arrival order. */
   #appends = new Map<number, StoredMessage>();
-  /** Rows to delete in the next commit. */
+  /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
   #removes: number[] = [];
+  #removed: StoredMessage[] = [];
   /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
   #deliveries = new Map<StoredMessage, number>();
   /** Fsync mode: the promise every pending append returned. */
@@ -188,6 +194,9 @@ export class SqliteStore implements Store {
     this.#insert = db.prepare(SQL.insert);
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
+    this.#addUsage = db.prepare(SQL.addUsage);
+    this.#selectQueue = db.prepare(SQL.selectQueue);
+    this.#usage = StoreUsage.read(db);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -242,6 +251,7 @@ export class SqliteStore implements Store {
       return;
     }
     this.#removes.push(seq);
+    this.#removed.push(message);
     this.#scheduleTimer(this.#commitIntervalMs);
   }
 
@@ -273,6 +283,44 @@ export class SqliteStore implements Store {
     return messages;
   }
 
+  /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
+  *scan(): IterableIterator<StoredMessage> {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#flushAll();
+    const pending = [...this.#appends.values()];
+    for (const row of this.#db.query(SQL.selectAll).iterate()) {
+      const values = Object.values(row as Record<string, unknown>);
+      const message = decodeRecord(STORE_VERSION, values);
+      this.#seqOf.set(message, values[0] as number);
+      yield message;
+    }
+    yield* pending;
+  }
+
+  positionOf(message: StoredMessage): number | undefined {
+    return this.#seqOf.get(message);
+  }
+
+  readQueue(queue: string, from: number, limit: number): StoredMessage[] {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#appends.size > 0) this.#flush(); // batch mode confirmed them already: they must be readable
+    const messages: StoredMessage[] = [];
+    for (const row of this.#selectQueue.values(queue, from, limit)) {
+      const message = decodeRecord(STORE_VERSION, row);
+      this.#seqOf.set(message, row[0] as number);
+      messages.push(message);
+    }
+    return messages;
+  }
+
+  usage(): Map<string, QueueUsage> {
+    return this.#usage.all();
+  }
+
+  queueUsage(queue: string): QueueUsage {
+    return this.#usage.get(queue);
+  }
+
   /** A meta value (`epoch`, `store_version`, …), or null. */
   meta(key: string): MetaValue | null {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
@@ -302,6 +350,7 @@ export class SqliteStore implements Store {
     }
     this.#appends.clear();
     this.#removes = [];
+    this.#removed = [];
     this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
     this.#log.info(
@@ -311,7 +360,8 @@ export class SqliteStore implements Store {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
+      const statements = [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#addUsage, this.#selectQueue];
+      for (const statement of statements) statement.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
@@ -376,6 +426,7 @@ export class SqliteStore implements Store {
       return;
     }
     const started = performance.now();
+    const usage = new UsageDelta();
     try {
       this.#begin.run();
       if (deliveries.size === 0) {
@@ -387,7 +438,12 @@ export class SqliteStore implements Store {
           encodeRecord(this.#insert, seq, message, noted !== undefined && noted > own ? noted : own);
         }
       }
-      for (let i = 0; i < deletes; i++) this.#delete.run(removes[i]!);
+      for (const message of appends.values()) usage.add(message, 1);
+      for (let i = 0; i < deletes; i++) {
+        this.#delete.run(removes[i]!);
+        usage.add(this.#removed[i]!, -1);
+      }
+      usage.write(this.#addUsage);
       if (updates !== null) for (let i = 0; i < updates.length; i += 2) this.#update.run(updates[i + 1]!, updates[i]!);
       this.#beforeCommit?.();
       this.#commit.run();
@@ -422,7 +478,9 @@ export class SqliteStore implements Store {
     }
     this.#appends = new Map();
     this.#unconfirmed.clear();
+    this.#usage.apply(usage);
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
+    this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
     if (!this.#healthy) {
       this.#healthy = true;
