@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { Child, ROOT, tempDirs, withTimeout } from "./processes.ts";
 import { fmt } from "./report.ts";
 import type { PublisherResult, ReceiverResult } from "./results.ts";
+import { BUN_FLAGS } from "./run.ts";
 
 const BUN = process.execPath;
 const CLIENT = join(ROOT, "scripts", "bench_client.ts");
@@ -52,7 +53,7 @@ async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
 
 async function spawnBroker(configPath: string): Promise<{ child: Child; port: number; listenMs: number }> {
   const started = performance.now();
-  const child = new Child("broker", [BUN, "src/cli/main.ts", "start", "--config", configPath]);
+  const child = new Child("broker", [BUN, ...BUN_FLAGS, "src/cli/main.ts", "start", "--config", configPath]);
   const line = await withTimeout(child.waitFor("kitten-mq listening on "), 60_000, "broker did not listen within 60 s");
   const listenMs = performance.now() - started;
   const port = Number(/:(\d+)$/.exec(line)?.[1]);
@@ -61,7 +62,7 @@ async function spawnBroker(configPath: string): Promise<{ child: Child; port: nu
 }
 
 function client(role: string, options: Record<string, unknown>): Child {
-  return new Child(`${role} ${options.clientId}`, [BUN, CLIENT, role, JSON.stringify(options)]);
+  return new Child(`${role} ${options.clientId}`, [BUN, ...BUN_FLAGS, CLIENT, role, JSON.stringify(options)]);
 }
 
 export async function runBacklog(count: number, log: (line: string) => void): Promise<BacklogResult> {

@@ -19,7 +19,7 @@
  * the Message and its Copy, the id string, the body's ArrayBuffer header, and its entries in the
  * waiting list (or ready deque), the store's position map and the dedup window.
  */
-export const MESSAGE_OVERHEAD_BYTES = 300;
+export const MESSAGE_OVERHEAD_BYTES = 400;
 
 /** Paged messages are read back when memory drops below this share of the budget. */
 export const REFILL_BELOW = 0.75;

@@ -356,7 +356,8 @@ export class Broker {
   /** Puts a message read back from the store (paged, or stored before this start) into its queue. */
   #admit(queue: Queue, record: StoredMessage, recovered: boolean): void {
     const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
-    message.record = record;
+    // The message stands for its row from now on (the store reads `position`): the record is not kept.
+    message.position = record.position;
     message.deliveries = record.deliveries ?? 0;
     message.deadLetter = record.deadLetter ?? null;
     this.#recentIds.add(record.id);

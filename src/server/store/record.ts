@@ -157,12 +157,13 @@ export function encodeRecord(insert: Statement<unknown, RecordV2>, seq: number, 
 /** A v1 row: no delivery count and no dead letter were kept, so 0 and null. */
 export function decodeRecordV1(row: RecordV1): StoredMessage {
   const [, id, queue, destination, created, body] = row;
-  return { id, queue, destination, created, body, deliveries: 0, deadLetter: null };
+  return { id, queue, destination, created, body, deliveries: 0, deadLetter: null, position: undefined };
 }
 
 export function decodeRecordV2(row: RecordV2): StoredMessage {
   const [seq, id, queue, destination, created, body, deliveries, deadLetter] = row;
-  return { id, queue, destination, created, body, deliveries, deadLetter: deadLetter === null ? null : decodeDeadLetter(seq, deadLetter) };
+  const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
+  return { id, queue, destination, created, body, deliveries, deadLetter: dead, position: undefined };
 }
 
 function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {

@@ -12,7 +12,9 @@
  * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
  *   resolves once the commit is on disk. Removes alone wait for `commitIntervalMs` (or ride along
- *   with the next appends): nobody waits for them.
+ *   with the next appends): nobody waits for them, and their commits are not fsynced (see
+ *   #syncOnCommit: a process killed keeps them, as the OS has them; power loss may bring acked
+ *   messages back).
  * - `"batch"` mode: `append` returns nothing (the broker confirms at once) and everything is
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
@@ -129,8 +131,6 @@ export class SqliteStore implements PagingStore {
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
   /** Rows and bytes per queue, as of the last commit (usage.ts). */
   readonly #usage: StoreUsage;
-  /** Row of every message appended and not removed (object identity: ids may repeat). */
-  readonly #seqOf = new WeakMap<StoredMessage, number>();
   #nextSeq: number;
   /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
   readonly #unconfirmed = new Set<number>();
@@ -149,6 +149,8 @@ export class SqliteStore implements PagingStore {
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
   #closed = false;
+  /** `synchronous=FULL` is in effect (see #syncOnCommit). */
+  #fullSync = true;
 
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
@@ -224,7 +226,7 @@ export class SqliteStore implements PagingStore {
       throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
     }
     const seq = this.#nextSeq++;
-    this.#seqOf.set(message, seq);
+    message.position = seq;
     this.#appends.set(seq, message);
     if (mode === "fsync") this.#unconfirmed.add(seq);
     if (mode === "batch") {
@@ -241,9 +243,9 @@ export class SqliteStore implements PagingStore {
 
   remove(message: StoredMessage): void {
     if (this.#closed) return; // Still on disk: delivered again after a restart (at least once).
-    const seq = this.#seqOf.get(message);
+    const seq = message.position;
     if (seq === undefined) return;
-    this.#seqOf.delete(message);
+    message.position = undefined;
     if (this.#deliveries.size > 0) this.#deliveries.delete(message); // Its count is moot now.
     if (this.#appends.delete(seq)) {
       this.#unconfirmed.delete(seq);
@@ -275,7 +277,7 @@ export class SqliteStore implements PagingStore {
     const messages: StoredMessage[] = [];
     for (const row of this.#db.query(SQL.selectAll).values()) {
       const message = decodeRecord(STORE_VERSION, row);
-      this.#seqOf.set(message, row[0] as number);
+      message.position = row[0] as number;
       messages.push(message);
     }
     // Left pending only when the commit just failed (batch mode keeps confirmed appends).
@@ -291,14 +293,14 @@ export class SqliteStore implements PagingStore {
     for (const row of this.#db.query(SQL.selectAll).iterate()) {
       const values = Object.values(row as Record<string, unknown>);
       const message = decodeRecord(STORE_VERSION, values);
-      this.#seqOf.set(message, values[0] as number);
+      message.position = values[0] as number;
       yield message;
     }
     yield* pending;
   }
 
   positionOf(message: StoredMessage): number | undefined {
-    return this.#seqOf.get(message);
+    return message.position;
   }
 
   readQueue(queue: string, from: number, limit: number): StoredMessage[] {
@@ -307,7 +309,7 @@ export class SqliteStore implements PagingStore {
     const messages: StoredMessage[] = [];
     for (const row of this.#selectQueue.values(queue, from, limit)) {
       const message = decodeRecord(STORE_VERSION, row);
-      this.#seqOf.set(message, row[0] as number);
+      message.position = row[0] as number;
       messages.push(message);
     }
     return messages;
@@ -404,7 +406,7 @@ export class SqliteStore implements PagingStore {
     if (deliveries.size > 0) {
       let budget = MAX_DELETES_PER_COMMIT - deletes;
       for (const [message, count] of deliveries) {
-        const seq = this.#seqOf.get(message);
+        const seq = message.position;
         if (seq === undefined) {
           deliveries.delete(message); // Never appended, or removed (a failed fsync append too).
           continue;
@@ -428,6 +430,7 @@ export class SqliteStore implements PagingStore {
     const started = performance.now();
     const usage = new UsageDelta();
     try {
+      this.#syncOnCommit(appends.size > 0);
       this.#begin.run();
       if (deliveries.size === 0) {
         for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message, message.deliveries ?? 0);
@@ -489,6 +492,20 @@ export class SqliteStore implements PagingStore {
     batch?.resolve();
   };
 
+  /**
+   * A commit holding appends is fsynced (`synchronous=FULL`); one holding only removes and
+   * delivery counts is not (`NORMAL`): nobody waits for it, and a kill -9 loses nothing written
+   * (the OS has it). Power lost before the next fsync may bring acked messages back (at least
+   * once) and lower a delivery count by one commit's worth; in WAL mode the next fsync, of an append's
+   * commit or of a checkpoint, covers every commit before it. A drained backlog would otherwise
+   * pay one fsync per few milliseconds of acks, about half of the drain's time.
+   */
+  #syncOnCommit(full: boolean): void {
+    if (full === this.#fullSync) return;
+    this.#db.run(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+    this.#fullSync = full;
+  }
+
   #failed(error: unknown, batch: Batch | null): void {
     const failure = this.#unavailable(error);
     this.stats.failedCommits++;
@@ -500,7 +517,7 @@ export class SqliteStore implements PagingStore {
     // fsync appends are not confirmed yet: their senders are told, and the rows are forgotten.
     // Batch appends were confirmed already: they stay pending and are retried.
     for (const seq of this.#unconfirmed) {
-      this.#seqOf.delete(this.#appends.get(seq)!);
+      this.#appends.get(seq)!.position = undefined;
       this.#appends.delete(seq);
     }
     this.stats.refused += this.#unconfirmed.size;

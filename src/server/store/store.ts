@@ -25,6 +25,12 @@ export interface StoredMessage {
   deliveries?: number;
   /** Set on a message a dead-letter queue received: why it died and where it came from. */
   deadLetter?: StoredDeadLetter | null;
+  /**
+   * Written by a store that keeps positions (the durable one): the message's row while it is
+   * stored, undefined once removed. A field, not a map of the store's, because a map entry per
+   * message held in memory cost more than the rest of the message's bookkeeping.
+   */
+  position?: number | undefined;
 }
 
 /** Dead-letter information kept with a message (store format v2). */
