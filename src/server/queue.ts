@@ -141,7 +141,12 @@ export class Queue {
     this.backlog.resident += residentCost(message);
     message.refs++; // held while routing, so the message cannot settle half-way
     try {
-      if (!this.#route(message)) {
+      if (this.#expired(message)) {
+        // Paged past its ttl: it waited, on disk, as long as a waiting message may.
+        const copy = new Copy(message, message.destination, null);
+        message.refs++;
+        this.#kill(copy, "ttl");
+      } else if (!this.#route(message)) {
         const copy = new Copy(message, message.destination, null);
         copy.recovered = recovered;
         this.#parking.park(copy);
@@ -149,6 +154,12 @@ export class Queue {
     } finally {
       this.#unref(message);
     }
+  }
+
+  /** True for a message read back from the store after its ttl (a slave drops nothing on its own). */
+  #expired(message: Message): boolean {
+    const ttl = this.settings.ttl;
+    return ttl !== null && !this.mirroring && message.created <= this.hooks.now() - ttl * 1000;
   }
 
   /** Drops the oldest waiting copies over `maxItemsInQueue` (paged messages count towards it). */

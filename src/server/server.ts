@@ -5,6 +5,7 @@ import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
 import { type Config, durableKey, loadConfigFile } from "./config.ts";
 import { listen } from "./tcp.ts";
+import { Reclaimer } from "./reclaim.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
 import { STORE_FILE } from "./store/record.ts";
@@ -62,6 +63,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   broker.recover();
   const listener = listen(broker);
   let lastSample = broker.now();
+  const reclaimer = new Reclaimer(broker.stats.counters);
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
     // so it gets the same guard (tcp.ts): logged, and the next tick runs.
@@ -71,6 +73,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       if (now - lastSample >= 1000) {
         broker.stats.sample(now);
         lastSample = now;
+        reclaimer.check();
       }
     } catch (error) {
       broker.log.failure("broker", "tick failed", error);

@@ -156,6 +156,26 @@ it("paging: paged messages expire at their ttl once nobody came for them", async
   await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
 });
 
+it("paging: a paged message past its ttl expires when read back, even for a consumer registered since", async () => {
+  const broker = pagingBroker({ channels: { [CHANNEL]: { ttl: 0.3, deadLetter: "dead/v1" } } });
+  const mq = await cleanup.client(broker);
+  await sendAll(mq, `${CHANNEL}/1`, range(0, 100));
+  const sentAt = Date.now();
+  expect(backlogOf(broker).count).toBeGreaterThan(50);
+  const queue = broker.broker.queues.get(CHANNEL)!;
+  // The ones in memory expire at a tick; then every paged one is past its ttl too.
+  await waitFor(() => queue.counters.expired > 0 && Date.now() > sentAt + 300, 5000);
+  const got: Received[] = [];
+  const dead: Received[] = [];
+  const consumer = await cleanup.client(broker);
+  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 5 }).ready;
+  await consumer.consume("dead/v1/*", recorder(dead), { prefetch: 50 }).ready;
+  await waitFor(() => queue.counters.expired === 100 && dead.length === 100, 10_000);
+  expect(got).toEqual([]);
+  expect(numbers(dead)).toEqual(range(0, 100));
+  expect(dead.every((r) => r.info.deadLetter?.reason === "ttl")).toBe(true);
+});
+
 it("paging: maxItemsInQueue counts paged messages and drops the oldest first", async () => {
   const broker = pagingBroker({ channels: { [CHANNEL]: { maxItemsInQueue: 30 } } });
   const mq = await cleanup.client(broker);
