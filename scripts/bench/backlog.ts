@@ -128,6 +128,10 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
       }
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
+    await second.child.stop(10_000);
+    // The store's own account of the drain: commits, deletes, delivery-count updates.
+    const closed = [...second.child.lines, ...second.child.stderr.split("\n")].find((line) => line.includes("store closed"));
+    if (closed) log(`drain: store ${/commits=.*maxCommitMs=[\d.]+/.exec(closed)?.[0] ?? closed}`);
     return {
       count,
       fillRate,

@@ -69,7 +69,8 @@ export function queueRoutes(server: BrokerServer): Hono {
     const queue = findQueue(server, c);
     const id = c.req.query("id");
     if (id === "") throw new KittenError("BAD_REQUEST", `Cannot purge "${queue.name}": id must be a non-empty destination id`);
-    const purged = queue.purge(id);
+    // Copies in memory, then the messages paged to the store beyond the queue's memory budget.
+    const purged = queue.purge(id) + broker.purgePaged(queue, id);
     broker.log.info("admin", `queue=${queue.name};id=${id ?? "(all)"};purged=${purged};purged by an operator`);
     return c.json({ queue: queue.name, id: id ?? null, purged });
   });

@@ -2,7 +2,7 @@
  * What a durable queue keeps of its messages in memory, and what it leaves in the store.
  *
  * A durable queue holds at most `memoryBudgetBytes` of messages in memory (`resident`, body plus
- * `MESSAGE_OVERHEAD_BYTES` each). Beyond it, a message the store has committed is not routed at
+ * `MESSAGE_OVERHEAD_BYTES` each), not counting those in flight (bounded by prefetch). Beyond it, a message the store has committed is not routed at
  * all: it is counted here (`count`) and left in the store, and from then on every newer message
  * of the queue goes the same way, so that the messages in memory are always older than the paged
  * ones and FIFO order holds across the boundary. As consumers settle messages and memory drops
@@ -44,14 +44,29 @@ export class Backlog {
     return this.count - this.recovered;
   }
 
+  /**
+   * Messages in flight (the queue's in-flight deliveries and its live messages, set by the queue):
+   * they are bounded by each handler's prefetch, not by the budget, so the budget counts only the
+   * messages that wait in memory. A consumer with a large prefetch that acks late must not stop
+   * the queue from reading its next messages.
+   */
+  inflight = 0;
+  live = 0;
+
+  /** Bytes of the messages in memory that are not in flight (estimated by the average message). */
+  get waitingBytes(): number {
+    if (this.inflight === 0 || this.live === 0) return this.resident;
+    return this.resident - (this.resident / this.live) * Math.min(this.inflight, this.live);
+  }
+
   /** True when a new message of this size must stay in the store only. */
   mustPage(bodyBytes: number, budget: number): boolean {
-    return this.count > 0 || this.resident + bodyBytes + MESSAGE_OVERHEAD_BYTES > budget;
+    return this.count > 0 || this.waitingBytes + bodyBytes + MESSAGE_OVERHEAD_BYTES > budget;
   }
 
   /** True when paged messages should be read back now. */
   wantsRefill(budget: number): boolean {
-    return this.count > 0 && !this.refilling && this.resident < budget * REFILL_BELOW;
+    return this.count > 0 && !this.refilling && this.waitingBytes < budget * REFILL_BELOW;
   }
 }
 

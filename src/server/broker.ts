@@ -286,6 +286,7 @@ export class Broker {
           if (message.copies) this.#slaveIndex.delete(message.id);
           if (queue!.backlog.count > 0) this.#pager?.settled(queue!);
         },
+        onStarving: () => this.#pager?.settled(queue!),
       });
       queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
       this.queues.set(name, queue);
@@ -397,6 +398,19 @@ export class Broker {
     let live = 0;
     for (const queue of this.queues.values()) live += queue.live;
     return live;
+  }
+
+  /**
+   * Deletes a queue's paged messages (of one destination id, or all) from the store: what an
+   * operator's purge of the queue must remove besides the copies in memory. Returns how many.
+   */
+  purgePaged(queue: Queue, destination?: string): number {
+    const backlog = queue.backlog;
+    if (this.#pager === null || backlog.count === 0) return 0;
+    const purged = this.#pager.store.purgeFrom(queue.name, backlog.from, destination);
+    backlog.count = destination === undefined ? 0 : Math.max(0, backlog.count - purged);
+    backlog.recovered = Math.min(backlog.recovered, backlog.count);
+    return purged;
   }
 
   /** A queue's share of the store (rows and estimated bytes); zeros without a store that tracks it. */

@@ -74,7 +74,7 @@ export function defaultConfig(): Config {
     // null: by durability. A memory queue holds at most 1,000,000 (its memory); a durable queue
     // pages to disk beyond memoryBudgetBytes, so only minFreeDiskBytes bounds it.
     maxMessagesPerQueue: null as number | null,
-    memoryBudgetBytes: 33554432, // 32 MiB of messages per durable queue in memory; the rest are read back from the store ahead of need
+    memoryBudgetBytes: 8388608, // 8 MiB of messages per durable queue in memory; the rest are read back from the store ahead of need
     minFreeDiskBytes: 268435456, // sends to durable queues are refused (DISK_FULL) while the data directory's disk has less free
     logLevel: 2, // info, as the original
     registeredClientsPath: "clients", // the original's folder of pinned client keys

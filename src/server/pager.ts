@@ -35,6 +35,7 @@ export class Pager {
    */
   page(queue: Queue, message: Message): boolean {
     const backlog = queue.backlog;
+    if (backlog.count === 0) queue.syncBacklog();
     if (!backlog.mustPage(message.body.length, queue.settings.memoryBudgetBytes)) return false;
     const position = this.store.positionOf(message.record ?? message);
     if (position === undefined) return false; // not stored (the store refused it): memory is all it has
@@ -49,8 +50,12 @@ export class Pager {
     return true;
   }
 
-  /** A message of the queue left memory: read paged ones back when memory is low enough. */
+  /**
+   * A message of the queue left memory, or a handler of it found nothing ready: read paged ones
+   * back when memory (not counting deliveries in flight) is low enough.
+   */
   settled(queue: Queue): void {
+    queue.syncBacklog();
     if (!queue.backlog.wantsRefill(queue.settings.memoryBudgetBytes)) return;
     queue.backlog.refilling = true;
     setImmediate(() => this.#refillTurn(queue));
@@ -81,9 +86,10 @@ export class Pager {
   refill(queue: Queue, rows: number): void {
     const backlog = queue.backlog;
     const budget = queue.settings.memoryBudgetBytes;
-    while (rows > 0 && backlog.count > 0 && backlog.resident < budget) {
+    queue.syncBacklog();
+    while (rows > 0 && backlog.count > 0 && backlog.waitingBytes < budget) {
       // No more rows than could fit were their bodies empty: a small budget reads a few at a time.
-      const fit = Math.ceil((budget - backlog.resident) / MESSAGE_OVERHEAD_BYTES);
+      const fit = Math.ceil((budget - backlog.waitingBytes) / MESSAGE_OVERHEAD_BYTES);
       const records = this.store.readQueue(queue.name, backlog.from, Math.min(rows, backlog.count, REFILL_ROWS, fit));
       if (records.length === 0) {
         // The rows are gone (removed by something other than a settle): nothing left to read.
@@ -100,6 +106,7 @@ export class Pager {
         rows--;
         this.host.admit(queue, record, recovered);
       }
+      queue.syncBacklog();
     }
   }
 
@@ -116,7 +123,8 @@ export class Pager {
       return;
     }
     // Still below the budget: the next page on the next turn (sockets get theirs in between).
-    if (queue.backlog.count > 0 && queue.backlog.resident < queue.settings.memoryBudgetBytes) {
+    queue.syncBacklog();
+    if (queue.backlog.count > 0 && queue.backlog.waitingBytes < queue.settings.memoryBudgetBytes) {
       queue.backlog.refilling = true;
       setImmediate(() => this.#refillTurn(queue));
     }

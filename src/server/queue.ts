@@ -29,6 +29,8 @@ export interface QueueHooks {
   onDead(copy: Copy, reason: DeadReason): void;
   /** Every copy of a message is settled: the store may forget it. */
   onSettled(message: Message): void;
+  /** A handler could take more and nothing is ready in memory, while messages are paged. */
+  onStarving?(): void;
 }
 
 /** Counters exposed as statistics (`kitten_mq_queue_*`). */
@@ -117,7 +119,11 @@ export class Queue {
     if (!group) return;
     while (handler.canTake()) {
       const pool = oldestReadyFor(group, handler);
-      if (!pool) return;
+      if (!pool) {
+        // Nothing ready in memory for a handler that could take more: paged messages are needed.
+        if (this.backlog.count > 0) this.hooks.onStarving?.();
+        return;
+      }
       const copy = pool.ready.shift()!;
       if (pool.ready.length === 0) group.readyPools.delete(pool);
       this.#dispatch(copy, pool, handler);
@@ -160,6 +166,12 @@ export class Queue {
   #expired(message: Message): boolean {
     const ttl = this.settings.ttl;
     return ttl !== null && !this.mirroring && message.created <= this.hooks.now() - ttl * 1000;
+  }
+
+  /** Copies the counts the memory budget needs into `backlog` (see Backlog.waitingBytes). */
+  syncBacklog(): void {
+    this.backlog.inflight = this.#deliveries.inflight;
+    this.backlog.live = this.live;
   }
 
   /** Drops the oldest waiting copies over `maxItemsInQueue` (paged messages count towards it). */

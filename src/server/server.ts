@@ -7,7 +7,7 @@ import { type Config, durableKey, loadConfigFile } from "./config.ts";
 import { listen } from "./tcp.ts";
 import { Reclaimer } from "./reclaim.ts";
 import { Logger } from "./log.ts";
-import { SqliteStore } from "./store/sqlite_store.ts";
+import { DELIVERY_COUNT_DELAY_MS, SqliteStore } from "./store/sqlite_store.ts";
 import { STORE_FILE } from "./store/record.ts";
 import type { Store } from "./store/store.ts";
 import { existsSync } from "node:fs";
@@ -23,6 +23,7 @@ function openStore(config: Config, logger: Logger): Store | null {
     directory: config.dataDirectory,
     mode: config.durability === "batch" ? "batch" : "fsync",
     commitIntervalMs: config.commitIntervalMs,
+    deliveryCountDelayMs: DELIVERY_COUNT_DELAY_MS,
     logger,
   });
 }

@@ -34,3 +34,19 @@ it("a memory queue has nothing on disk and nothing paged", async () => {
   expect(body.paged).toBe(0);
   expect(body.settings.maxItemsInQueue).toBe(1000);
 });
+
+it("DELETE /queues/:endpoint/:version purges the paged messages too, and of one id only with ?id=", async () => {
+  fixture = adminFixture({ durability: "fsync", memoryBudgetBytes: 2048 });
+  await Promise.all(Array.from({ length: 40 }, (_, n) => fixture.send(`orders/v1/${n % 2 === 0 ? "even" : "odd"}`, { n })));
+  const queue = fixture.server.broker.queues.get("orders/v1")!;
+  expect(queue.backlog.count).toBeGreaterThan(30);
+  const odd = await fixture.request("/queues/orders/v1?id=odd", { method: "DELETE" });
+  expect(odd.body.purged).toBe(20);
+  expect(fixture.server.broker.diskUsage("orders/v1").messages).toBe(20);
+  const all = await fixture.request("/queues/orders/v1", { method: "DELETE" });
+  expect(all.body.purged).toBe(20);
+  expect(queue.backlog.count).toBe(0);
+  expect(queue.live).toBe(0);
+  const { body } = await fixture.request("/queues/orders/v1");
+  expect(body.disk.messages).toBe(0);
+});

@@ -293,7 +293,8 @@ it("e2e: hostile peer that never reads does not stall other clients", async () =
   await Promise.all(sends);
   await other.check();
   // The broker stopped writing to the stuck peer: what it could not take stays queued, bounded.
-  const depth = broker.broker.queues.get("flood/v1")!.depth();
-  expect(depth.ready).toBeGreaterThan(0);
+  const queue = broker.broker.queues.get("flood/v1")!;
+  const depth = queue.depth();
+  expect(depth.ready + queue.backlog.count).toBeGreaterThan(0); // in memory, or paged past the budget
   expect(depth.inflight).toBeLessThan(150);
 });

@@ -74,6 +74,21 @@ it("paging: messages sent while a consumer drains a paged backlog come after it,
   expect(numbers(got)).toEqual(range(0, 200));
 });
 
+it("paging: deliveries in flight do not count against the budget: a consumer that acks late still fills its prefetch", async () => {
+  const broker = pagingBroker({ prefetch: 200 });
+  const mq = await cleanup.client(broker);
+  await sendAll(mq, `${CHANNEL}/1`, range(0, 150));
+  const held: Received[] = [];
+  const consumer = await cleanup.client(broker);
+  await consumer.consume(`${CHANNEL}/1`, recorder(held, { ack: false }), { prefetch: 200 }).ready;
+  // Far more than the budget holds, all in flight at once; then acked, nothing is left.
+  await waitFor(() => held.length === 150, 10_000);
+  expect(numbers(held)).toEqual(range(0, 150));
+  expect(backlogOf(broker).count).toBe(0);
+  for (const r of held) r.done();
+  await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
+});
+
 it("paging: a paged message nacked with a delay comes back after the delay with nbRequeues 1", async () => {
   const broker = pagingBroker();
   const mq = await cleanup.client(broker);

@@ -72,7 +72,7 @@ describe("parseConfig()", () => {
     expect(config.listenerPrefetch).toBe(1000);
     expect(config.maxMessagesPerQueue).toBeNull(); // by durability: see channelSettings()
     expect(config.maxItemsInQueue).toBeNull();
-    expect(config.memoryBudgetBytes).toBe(33554432);
+    expect(config.memoryBudgetBytes).toBe(8388608);
     expect(config.minFreeDiskBytes).toBe(268435456);
     expect(config.dataDirectory).toBe("kitten-mq-data");
     expect(config.rules).toEqual([]);
@@ -286,7 +286,7 @@ describe("channelSettings()", () => {
       ttl: null,
       maxItemsInQueue: Infinity, // durable: its messages wait on disk
       maxMessagesPerQueue: Infinity,
-      memoryBudgetBytes: 33554432,
+      memoryBudgetBytes: 8388608,
       requeueLimit: 5,
       requeueInterval: 2.5,
       deadLetter: null,
@@ -327,7 +327,7 @@ describe("channelSettings()", () => {
       ttl: 60,
       maxItemsInQueue: 10,
       maxMessagesPerQueue: Infinity,
-      memoryBudgetBytes: 33554432,
+      memoryBudgetBytes: 8388608,
       requeueLimit: 2,
       requeueInterval: 0.25,
       deadLetter: "invoice-dead/v1",
@@ -339,7 +339,7 @@ describe("channelSettings()", () => {
       ttl: 5,
       maxItemsInQueue: 50,
       maxMessagesPerQueue: Infinity,
-      memoryBudgetBytes: 33554432,
+      memoryBudgetBytes: 8388608,
       requeueLimit: 5,
       requeueInterval: 100,
       deadLetter: null,

@@ -110,6 +110,12 @@ export const SQL = {
   /** Parameters: queue, first seq, limit. One page of a queue, in arrival order (`messages_by_queue`). */
   selectQueue:
     "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
+  /** Parameters: queue, first seq. The rows and estimated bytes of a queue from a position on. */
+  measureFrom: `SELECT count(*) AS messages, coalesce(sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}), 0) AS bytes FROM messages WHERE queue = ? AND seq >= ?`,
+  deleteFrom: "DELETE FROM messages WHERE queue = ? AND seq >= ?",
+  /** The same for one destination id. Parameters: queue, first seq, destination. */
+  measureFromTo: `SELECT count(*) AS messages, coalesce(sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}), 0) AS bytes FROM messages WHERE queue = ? AND seq >= ? AND destination = ?`,
+  deleteFromTo: "DELETE FROM messages WHERE queue = ? AND seq >= ? AND destination = ?",
   /** Every queue with stored rows: its row count and estimated bytes. */
   usage: "SELECT queue, messages, bytes FROM queue_usage WHERE messages > 0",
   /** Parameters: queue, rows, bytes (both may be negative): one commit's change to a queue's usage. */

@@ -57,6 +57,8 @@ export interface SqliteStoreOptions {
   /** After a failed commit, how soon pending work is tried again. Default 100 ms. */
   retryIntervalMs?: number;
   logger?: Logger;
+  /** Delivery counts wait this long before they are written (DELIVERY_COUNT_DELAY_MS). Default 0: the next commit. */
+  deliveryCountDelayMs?: number;
   /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
   beforeCommit?: () => void;
 }
@@ -99,6 +101,16 @@ interface Batch {
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
 
+/**
+ * What the broker passes as `deliveryCountDelayMs`: delivery counts are written for messages
+ * still unacked this long after they were noted (a window of this length, written at the first
+ * commit after it ends). A consumer acks most deliveries well within it, and such a count never
+ * costs an UPDATE: drained at full speed with the counts written at the next commit, about four
+ * deliveries in ten were still unacked then and cost one. A kill -9 may lose the counts of the
+ * last window (a redelivery then shows one requeue less); a clean stop writes them.
+ */
+export const DELIVERY_COUNT_DELAY_MS = 100;
+
 export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
@@ -121,6 +133,7 @@ export class SqliteStore implements PagingStore {
   readonly #commitIntervalMs: number;
   readonly #retryIntervalMs: number;
   readonly #beforeCommit: (() => void) | undefined;
+  readonly #countDelayMs: number;
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
   readonly #rollback: Statement<unknown, []>;
@@ -141,10 +154,17 @@ export class SqliteStore implements PagingStore {
   #removed: StoredMessage[] = [];
   /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
   #deliveries = new Map<StoredMessage, number>();
+  /** Counts noted in the current window (see `deliveryCountDelayMs`), and when it started. */
+  #recentDeliveries = new Map<StoredMessage, number>();
+  #windowStart = 0;
+  /** Set while `#flushAll` commits everything: counts of the current window too. */
+  #forceCounts = false;
   /** Fsync mode: the promise every pending append returned. */
   #batch: Batch | null = null;
   #immediate: ReturnType<typeof setImmediate> | null = null;
   #timer: ReturnType<typeof setTimeout> | null = null;
+  /** When `#timer` fires (performance.now() ms). */
+  #timerDue = 0;
   #healthy = true;
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
@@ -160,6 +180,7 @@ export class SqliteStore implements PagingStore {
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
     this.#retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#beforeCommit = options.beforeCommit;
+    this.#countDelayMs = options.deliveryCountDelayMs ?? 0;
     let db: Database | undefined;
     try {
       mkdirSync(this.directory, { recursive: true });
@@ -214,7 +235,7 @@ export class SqliteStore implements PagingStore {
 
   /** Appends, removes and delivery counts waiting for the next commit. */
   get pending(): number {
-    return this.#appends.size + this.#removes.length + this.#deliveries.size;
+    return this.#appends.size + this.#removes.length + this.#deliveries.size + this.#recentDeliveries.size;
   }
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
@@ -247,6 +268,7 @@ export class SqliteStore implements PagingStore {
     if (seq === undefined) return;
     message.position = undefined;
     if (this.#deliveries.size > 0) this.#deliveries.delete(message); // Its count is moot now.
+    if (this.#recentDeliveries.size > 0) this.#recentDeliveries.delete(message);
     if (this.#appends.delete(seq)) {
       this.#unconfirmed.delete(seq);
       this.stats.cancelled++;
@@ -264,10 +286,12 @@ export class SqliteStore implements PagingStore {
    */
   noteDelivery(message: StoredMessage, deliveries: number): void {
     if (this.#closed) return;
-    const noted = this.#deliveries.get(message);
+    const recent = this.#recentDeliveries;
+    const noted = recent.get(message);
     if (noted !== undefined && noted >= deliveries) return;
-    this.#deliveries.set(message, deliveries);
-    if (this.#timer === null && this.#immediate === null) this.#timer = setTimeout(this.#flush, this.#commitIntervalMs);
+    if (recent.size === 0) this.#windowStart = performance.now();
+    recent.set(message, deliveries);
+    this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
   }
 
   /** Every message not removed, in arrival order. Commits what is pending first. */
@@ -315,6 +339,29 @@ export class SqliteStore implements PagingStore {
     return messages;
   }
 
+  purgeFrom(queue: string, from: number, destination?: string): number {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#flushAll(); // pending rows are committed, so they are measured and deleted with the rest
+    const delta = new UsageDelta();
+    let purged = 0;
+    try {
+      this.#db.transaction(() => {
+        const [measure, remove, params] = destination === undefined
+          ? [SQL.measureFrom, SQL.deleteFrom, [queue, from]]
+          : [SQL.measureFromTo, SQL.deleteFromTo, [queue, from, destination]];
+        const { messages, bytes } = this.#db.query<QueueUsage, (string | number)[]>(measure).get(...params)!;
+        this.#db.query<unknown, (string | number)[]>(remove).run(...params);
+        delta.subtract(queue, messages, bytes);
+        delta.write(this.#addUsage);
+        purged = messages;
+      }).immediate();
+    } catch (error) {
+      throw this.#unavailable(error);
+    }
+    this.#usage.apply(delta);
+    return purged;
+  }
+
   usage(): Map<string, QueueUsage> {
     return this.#usage.all();
   }
@@ -354,6 +401,7 @@ export class SqliteStore implements PagingStore {
     this.#removes = [];
     this.#removed = [];
     this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
+    this.#recentDeliveries.clear();
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
     this.#log.info(
       "store",
@@ -372,12 +420,40 @@ export class SqliteStore implements PagingStore {
 
   /** Commits until nothing is pending or a commit fails. */
   #flushAll(): void {
-    do this.#flush();
-    while (this.#healthy && (this.#removes.length > 0 || this.#deliveries.size > 0));
+    this.#forceCounts = true;
+    try {
+      do this.#flush();
+      while (this.#healthy && (this.#removes.length > 0 || this.#deliveries.size > 0 || this.#recentDeliveries.size > 0));
+    } finally {
+      this.#forceCounts = false;
+    }
+  }
+
+  /**
+   * Moves the counts of the current window to those the next commit writes, once the window is
+   * `deliveryCountDelayMs` old (or when everything must be written).
+   */
+  #closeCountWindow(): void {
+    const recent = this.#recentDeliveries;
+    if (recent.size === 0) return;
+    if (!this.#forceCounts && performance.now() - this.#windowStart < this.#countDelayMs) return;
+    const deliveries = this.#deliveries;
+    for (const [message, count] of recent) {
+      const noted = deliveries.get(message);
+      if (noted === undefined || count > noted) deliveries.set(message, count);
+    }
+    this.#recentDeliveries = new Map();
   }
 
   #scheduleTimer(delay: number): void {
-    if (this.#timer === null && this.#immediate === null) this.#timer = setTimeout(this.#flush, delay);
+    if (this.#immediate !== null) return;
+    const due = performance.now() + delay;
+    if (this.#timer !== null) {
+      if (due >= this.#timerDue) return;
+      clearTimeout(this.#timer); // a remove must not wait for a delivery count's longer delay
+    }
+    this.#timerDue = due;
+    this.#timer = setTimeout(this.#flush, delay);
   }
 
   #unavailable(error: unknown): KittenError {
@@ -392,6 +468,7 @@ export class SqliteStore implements PagingStore {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#immediate = null;
     this.#timer = null;
+    this.#closeCountWindow();
     const appends = this.#appends;
     const removes = this.#removes;
     const deliveries = this.#deliveries;
@@ -425,6 +502,7 @@ export class SqliteStore implements PagingStore {
     const operations = appends.size + deletes + updateCount;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
+      if (this.#recentDeliveries.size > 0) this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
       return;
     }
     const started = performance.now();
@@ -485,6 +563,7 @@ export class SqliteStore implements PagingStore {
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
+    else if (this.#recentDeliveries.size > 0) this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
     if (!this.#healthy) {
       this.#healthy = true;
       this.#log.info("store", `directory=${this.directory};store writable again`);

@@ -89,6 +89,11 @@ export interface PagingStore extends Store {
    * accept them. Only committed messages are read (a pending batch-mode append is committed first).
    */
   readQueue(queue: string, from: number, limit: number): StoredMessage[];
+  /**
+   * Deletes the stored messages of `queue` at or after position `from` (of one destination id, or
+   * all), committed when this returns; returns how many. An operator's purge of paged messages.
+   */
+  purgeFrom(queue: string, from: number, destination?: string): number;
   /** Every queue with stored messages. */
   usage(): Map<string, QueueUsage>;
   /** One queue's share (zeros when it has nothing stored). */

@@ -26,6 +26,14 @@ export class UsageDelta {
     return this.#byQueue.size;
   }
 
+  /** Rows removed together (a purge): `messages` and `bytes` are subtracted. */
+  subtract(queue: string, messages: number, bytes: number): void {
+    let delta = this.#byQueue.get(queue);
+    if (delta === undefined) this.#byQueue.set(queue, delta = { messages: 0, bytes: 0 });
+    delta.messages -= messages;
+    delta.bytes -= bytes;
+  }
+
   add(message: { queue: string; body: Uint8Array; id: string; destination: string }, sign: 1 | -1): void {
     let delta = this.#byQueue.get(message.queue);
     if (delta === undefined) this.#byQueue.set(message.queue, delta = { messages: 0, bytes: 0 });

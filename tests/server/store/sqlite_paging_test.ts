@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { memoryLogger } from "../../../src/server/log.ts";
 import { migrate, ROW_OVERHEAD_BYTES, rowBytes, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
 import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
+import { waitFor } from "../../helpers/broker.ts";
 import { TempDirs } from "../../helpers/temp_dir.ts";
 import { storedMessage } from "./store_conformance.ts";
 
@@ -120,4 +121,35 @@ it("every store fixture, once opened, has the tables and indexes of a fresh stor
     db.close();
   }
   fresh.close();
+});
+
+it("with deliveryCountDelayMs, a count acked within its window costs no UPDATE; one still unacked is written after it", async () => {
+  const directory = temps.make();
+  const store = new SqliteStore({ directory, commitIntervalMs: 2, deliveryCountDelayMs: 60, logger: memoryLogger() });
+  const acked = storedMessage(1);
+  const held = storedMessage(2);
+  await Promise.all([store.append(acked), store.append(held)]);
+  store.noteDelivery(acked, 1);
+  store.noteDelivery(held, 1);
+  store.remove(acked); // acked at once: its count is never written
+  await waitFor(() => store.stats.deleted === 1);
+  expect(store.stats.updates).toBe(0); // the window is still open
+  await waitFor(() => store.stats.updates === 1, 2000);
+  store.close();
+  const reopened = open(directory);
+  expect(reopened.load().map((m) => [m.id, m.deliveries])).toEqual([[held.id, 1]]);
+  reopened.close();
+});
+
+it("close() writes the counts of a window still open", () => {
+  const directory = temps.make();
+  const store = new SqliteStore({ directory, mode: "batch", commitIntervalMs: 2, deliveryCountDelayMs: 60_000, logger: memoryLogger() });
+  const message = storedMessage(1);
+  store.append(message);
+  store.load(); // committed
+  store.noteDelivery(message, 3);
+  store.close();
+  const reopened = open(directory);
+  expect(reopened.load().map((m) => m.deliveries)).toEqual([3]);
+  reopened.close();
 });
