@@ -257,6 +257,26 @@ it("paging: kill -9 while paging loses no confirmed message, and order holds aft
   expect(redelivered.at(-1)).toBe(399);
 });
 
+it("paging: a slave pages its copies too, and the acks mirrored from the master's consumer empty its store", async () => {
+  const master = pagingBroker();
+  const slave = pagingBroker({ isMaster: false });
+  const hosts = [master.host, slave.host];
+  const mq = await cleanup.client(master, { hosts });
+  await waitFor(() => mq.status().every((s) => s.connected));
+  await sendAll(mq, `${CHANNEL}/1`, range(0, 200));
+  await waitFor(() => slave.broker.diskUsage(CHANNEL).messages === 200);
+  expect(backlogOf(slave).count).toBeGreaterThan(150);
+  const got: Received[] = [];
+  const consumer = await cleanup.client(master, { hosts });
+  await waitFor(() => consumer.status().every((s) => s.connected));
+  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 10 }).ready;
+  await waitFor(() => got.length >= 200, 10_000);
+  expect(numbers(got)).toEqual(range(0, 200));
+  // Acks of messages the slave had paged wait there until it reads them back; then nothing is left.
+  await waitFor(() => slave.broker.diskUsage(CHANNEL).messages === 0 && backlogOf(slave).count === 0, 10_000);
+  expect(slave.broker.queues.get(CHANNEL)!.live).toBe(0);
+});
+
 it("minFreeDiskBytes: sends to a durable queue are refused with DISK_FULL below the floor; memory queues still take sends", async () => {
   const broker = pagingBroker({
     minFreeDiskBytes: Number.MAX_SAFE_INTEGER,
