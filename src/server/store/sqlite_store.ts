@@ -43,7 +43,8 @@ import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { decodeRecord, encodeRecord, getMeta, type MetaValue, migrate, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
-import { StoreUsage, UsageDelta } from "./usage.ts";
+import { QueueRows } from "./queue_rows.ts";
+import { UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
 
@@ -140,10 +141,8 @@ export class SqliteStore implements PagingStore {
   readonly #insert: Statement<unknown, RecordV2>;
   readonly #delete: Statement<unknown, [number]>;
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
-  readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
-  readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
-  /** Rows and bytes per queue, as of the last commit (usage.ts). */
-  readonly #usage: StoreUsage;
+  /** Reads and usage by queue (queue_rows.ts). */
+  readonly #rows: QueueRows;
   #nextSeq: number;
   /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
   readonly #unconfirmed = new Set<number>();
@@ -217,9 +216,7 @@ export class SqliteStore implements PagingStore {
     this.#insert = db.prepare(SQL.insert);
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
-    this.#addUsage = db.prepare(SQL.addUsage);
-    this.#selectQueue = db.prepare(SQL.selectQueue);
-    this.#usage = StoreUsage.read(db);
+    this.#rows = new QueueRows(db);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -311,15 +308,10 @@ export class SqliteStore implements PagingStore {
 
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
   *scan(): IterableIterator<StoredMessage> {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#open();
     this.#flushAll();
-    const pending = [...this.#appends.values()];
-    for (const row of this.#db.query(SQL.selectAll).iterate()) {
-      const values = Object.values(row as Record<string, unknown>);
-      const message = decodeRecord(STORE_VERSION, values);
-      message.position = values[0] as number;
-      yield message;
-    }
+    const pending = [...this.#appends.values()]; // left only when the commit just failed
+    yield* this.#rows.scan();
     yield* pending;
   }
 
@@ -328,46 +320,31 @@ export class SqliteStore implements PagingStore {
   }
 
   readQueue(queue: string, from: number, limit: number): StoredMessage[] {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#open();
     if (this.#appends.size > 0) this.#flush(); // batch mode confirmed them already: they must be readable
-    const messages: StoredMessage[] = [];
-    for (const row of this.#selectQueue.values(queue, from, limit)) {
-      const message = decodeRecord(STORE_VERSION, row);
-      message.position = row[0] as number;
-      messages.push(message);
-    }
-    return messages;
+    return this.#rows.read(queue, from, limit);
   }
 
   purgeFrom(queue: string, from: number, destination?: string): number {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#open();
     this.#flushAll(); // pending rows are committed, so they are measured and deleted with the rest
-    const delta = new UsageDelta();
-    let purged = 0;
     try {
-      this.#db.transaction(() => {
-        const [measure, remove, params] = destination === undefined
-          ? [SQL.measureFrom, SQL.deleteFrom, [queue, from]]
-          : [SQL.measureFromTo, SQL.deleteFromTo, [queue, from, destination]];
-        const { messages, bytes } = this.#db.query<QueueUsage, (string | number)[]>(measure).get(...params)!;
-        this.#db.query<unknown, (string | number)[]>(remove).run(...params);
-        delta.subtract(queue, messages, bytes);
-        delta.write(this.#addUsage);
-        purged = messages;
-      }).immediate();
+      return this.#rows.purgeFrom(queue, from, destination);
     } catch (error) {
       throw this.#unavailable(error);
     }
-    this.#usage.apply(delta);
-    return purged;
   }
 
   usage(): Map<string, QueueUsage> {
-    return this.#usage.all();
+    return this.#rows.usage.all();
   }
 
   queueUsage(queue: string): QueueUsage {
-    return this.#usage.get(queue);
+    return this.#rows.usage.get(queue);
+  }
+
+  #open(): void {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
   }
 
   /** A meta value (`epoch`, `store_version`, …), or null. */
@@ -410,8 +387,8 @@ export class SqliteStore implements PagingStore {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      const statements = [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#addUsage, this.#selectQueue];
-      for (const statement of statements) statement.finalize();
+      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
+      this.#rows.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
@@ -524,7 +501,7 @@ export class SqliteStore implements PagingStore {
         this.#delete.run(removes[i]!);
         usage.add(this.#removed[i]!, -1);
       }
-      usage.write(this.#addUsage);
+      this.#rows.writeUsage(usage);
       if (updates !== null) for (let i = 0; i < updates.length; i += 2) this.#update.run(updates[i + 1]!, updates[i]!);
       this.#beforeCommit?.();
       this.#commit.run();
@@ -559,7 +536,7 @@ export class SqliteStore implements PagingStore {
     }
     this.#appends = new Map();
     this.#unconfirmed.clear();
-    this.#usage.apply(usage);
+    this.#rows.usage.apply(usage);
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);

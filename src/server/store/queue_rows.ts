@@ -1,0 +1,69 @@
+/**
+ * The durable store's reads and writes by queue, for paging: one queue's rows in arrival order
+ * from a position (through the `messages_by_queue` index), every row lazily, a purge of a queue's
+ * rows from a position, and the per-queue usage (`queue_usage`, usage.ts). The store (sqlite_store.ts)
+ * owns the connection and the group commit; it calls these with its pending work committed.
+ */
+import type { Database, Statement } from "bun:sqlite";
+import { STORE_VERSION } from "../../version.ts";
+import { decodeRecord, SQL } from "./record.ts";
+import type { QueueUsage, StoredMessage } from "./store.ts";
+import { StoreUsage, UsageDelta } from "./usage.ts";
+
+export class QueueRows {
+  readonly usage: StoreUsage;
+  readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
+  readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+
+  constructor(readonly db: Database) {
+    this.usage = StoreUsage.read(db);
+    this.#addUsage = db.prepare(SQL.addUsage);
+    this.#selectQueue = db.prepare(SQL.selectQueue);
+  }
+
+  /** Writes a commit's usage changes (inside its transaction). */
+  writeUsage(delta: UsageDelta): void {
+    delta.write(this.#addUsage);
+  }
+
+  /** Up to `limit` rows of `queue` at or after `from`, in arrival order, each knowing its position. */
+  read(queue: string, from: number, limit: number): StoredMessage[] {
+    const messages: StoredMessage[] = [];
+    for (const row of this.#selectQueue.values(queue, from, limit)) messages.push(decode(row));
+    return messages;
+  }
+
+  /** Every row in arrival order, read as iterated. */
+  *scan(): IterableIterator<StoredMessage> {
+    for (const row of this.db.query(SQL.selectAll).iterate()) yield decode(Object.values(row as Record<string, unknown>));
+  }
+
+  /** Deletes the rows of `queue` at or after `from` (of one destination, or all) in one transaction; returns how many. */
+  purgeFrom(queue: string, from: number, destination?: string): number {
+    const delta = new UsageDelta();
+    let purged = 0;
+    this.db.transaction(() => {
+      const [measure, remove, params] = destination === undefined
+        ? [SQL.measureFrom, SQL.deleteFrom, [queue, from]]
+        : [SQL.measureFromTo, SQL.deleteFromTo, [queue, from, destination]];
+      const { messages, bytes } = this.db.query<QueueUsage, (string | number)[]>(measure).get(...params)!;
+      this.db.query<unknown, (string | number)[]>(remove).run(...params);
+      delta.subtract(queue, messages, bytes);
+      this.writeUsage(delta);
+      purged = messages;
+    }).immediate();
+    this.usage.apply(delta);
+    return purged;
+  }
+
+  finalize(): void {
+    this.#addUsage.finalize();
+    this.#selectQueue.finalize();
+  }
+}
+
+function decode(row: unknown[]): StoredMessage {
+  const message = decodeRecord(STORE_VERSION, row);
+  message.position = row[0] as number;
+  return message;
+}
