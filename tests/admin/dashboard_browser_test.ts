@@ -59,7 +59,8 @@ async function launch(): Promise<Browser> {
 
 describe("dashboard", () => {
   it.skipIf(!HAS_CHROMIUM)("dashboard: live numbers change in headless Chromium when messages flow", async () => {
-    const { server, admin } = startServed({ prefetch: 2 });
+    // orders/v1 is durable, so its "On disk" cell has something to show.
+    const { server, admin } = startServed({ prefetch: 2, channels: { "orders/v1": { durability: "fsync" } } });
     const browser = await launch();
     const page = await browser.newPage({ viewport: { width: 1360, height: 1100 } });
     const problems: string[] = [];
@@ -91,6 +92,10 @@ describe("dashboard", () => {
     expect(await row.locator(`[data-field="waiting"]`).textContent()).toStartWith("3");
     expect(await row.locator(`[data-field="ready"]`).textContent()).toBe("3");
     expect(await row.locator(`[data-field="consumers"]`).textContent()).toBe("1");
+    const disk = server.broker.diskUsage("orders/v1");
+    expect(disk.messages).toBe(8);
+    const shown = disk.bytes < 1024 ? `${disk.bytes} B` : `${(disk.bytes / 1024).toFixed(1)} KiB`;
+    expect(await row.locator(`[data-field="disk"]`).textContent()).toBe(shown);
     expect(await page.textContent("#client-count")).toBe("1");
 
     // The message browser: open the queue, its messages, one message.
