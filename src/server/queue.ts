@@ -150,6 +150,7 @@ export class Queue {
       if (this.#expired(message)) {
         // Paged past its ttl: it waited, on disk, as long as a waiting message may.
         const copy = new Copy(message, message.destination, null);
+        copy.deliveries = message.deliveries; // non-zero for a message delivered before a restart
         message.refs++;
         this.#kill(copy, "ttl");
       } else if (!this.#route(message)) {
