@@ -95,6 +95,7 @@ export class Election {
   #retryTimer: ReturnType<typeof setTimeout> | null = null;
   #pollTimer: ReturnType<typeof setInterval> | null = null;
   #watchRetryTimer: ReturnType<typeof setTimeout> | null = null;
+  #watchDown = false;
 
   constructor(options: ElectionOptions, events: ElectionEvents) {
     if (options.endpoints.length === 0) throw new RangeError("Cannot start the etcd election: cluster.etcd.endpoints is empty");
@@ -104,9 +105,10 @@ export class Election {
     this.#options = options;
     this.#events = events;
     this.#now = options.now ?? (() => performance.now());
-    // A call that etcd does not answer within a TTL is as good as failed; bounding it keeps a
-    // stopped etcd from freezing the election.
-    this.#callTimeoutMs = options.leaseTtlSeconds * 1000;
+    // etcd answers in milliseconds; a call left unanswered for half a TTL is as good as failed
+    // (etcd3 then retries it on another node), and bounding it keeps a hung etcd node from
+    // freezing the election.
+    this.#callTimeoutMs = Math.min(1500, (options.leaseTtlSeconds * 1000) / 2);
   }
 
   get isLeader(): boolean {
@@ -382,8 +384,16 @@ export class Election {
     watcher.on("put", (kv: IKeyValue) => this.#observe(this.#leaderOf(kv), Number(kv.mod_revision)));
     watcher.on("delete", (kv: IKeyValue) => this.#observe(null, Number(kv.mod_revision)));
     // After a reconnect, read the key again rather than trust what the stream replays.
-    watcher.on("connected", () => this.#kick());
-    watcher.on("disconnected", (error: Error) => this.#options.log("warn", `etcd watch of the leader key disconnected: ${error.message}: reconnecting`));
+    watcher.on("connected", () => {
+      if (this.#watchDown) this.#options.log("info", "etcd watch of the leader key reconnected");
+      this.#watchDown = false;
+      this.#kick();
+    });
+    watcher.on("disconnected", (error: Error) => {
+      if (this.#watchDown) return;
+      this.#watchDown = true;
+      this.#options.log("warn", `etcd watch of the leader key disconnected: ${error.message}: reconnecting`);
+    });
     watcher.on("error", (error: Error) => {
       if (this.#watcher !== watcher || this.#stopped) return;
       this.#options.log("warn", `etcd watch of the leader key failed: ${error.message}: watching again in ${WATCH_RETRY_MS} ms`);

@@ -6,6 +6,11 @@
  * A renewal counts from the moment its keep-alive request was *sent*, not from when the answer
  * arrived: etcd restarts the TTL when it handles the request, which is after the send, so the
  * send time is a safe lower bound of when the lease will expire.
+ *
+ * etcd3 sends renewals on one stream to one etcd node and only replaces a silent stream after a
+ * whole TTL, too late for the margin. So when a renewal is overdue the keeper also sends single
+ * renewals (`keepaliveOnce`) with a short deadline, each through whichever node the client picks:
+ * a master whose etcd node hangs renews through another one instead of stepping down.
  */
 import type { Etcd3, Lease } from "etcd3";
 
@@ -19,6 +24,8 @@ export interface LeaseKeeperOptions {
 
 /** Keep-alive requests waiting for their answer; more than this means etcd does not answer at all. */
 const MAX_UNANSWERED = 8;
+/** Single renewals in flight at once while the stream's renewals are overdue. */
+const MAX_PROBES = 4;
 
 /**
  * How long after the last confirmed renewal the holder stops trusting its lease: one second before
@@ -33,17 +40,27 @@ export class LeaseKeeper {
   readonly #client: Etcd3;
   readonly #options: LeaseKeeperOptions;
   readonly #budgetMs: number;
+  readonly #overdueMs: number;
+  readonly #probeEveryMs: number;
+  readonly #probeDeadlineMs: number;
   #lease: Lease | null = null;
   #id: string | null = null;
   #renewedAt = 0;
   #unanswered: number[] = [];
   #deadline: ReturnType<typeof setTimeout> | null = null;
+  #probe: ReturnType<typeof setTimeout> | null = null;
+  #probesInFlight = 0;
   #renewalFailing = false;
 
   constructor(client: Etcd3, options: LeaseKeeperOptions) {
     this.#client = client;
     this.#options = options;
     this.#budgetMs = stepDownAfterMs(options.ttlSeconds);
+    // etcd3 renews every TTL/3; a quarter of an interval more without an answer is overdue.
+    const intervalMs = (options.ttlSeconds * 1000) / 3;
+    this.#overdueMs = intervalMs * 1.25;
+    this.#probeEveryMs = intervalMs / 6;
+    this.#probeDeadlineMs = intervalMs / 2;
   }
 
   /** The etcd lease id while a lease is held, else null. */
@@ -127,6 +144,7 @@ export class LeaseKeeper {
     if (this.#deadline) clearTimeout(this.#deadline);
     const lease = this.#lease;
     if (!lease) return;
+    this.#armProbe(lease, this.#renewedAt + this.#overdueMs);
     const wait = Math.max(0, this.#renewedAt + this.#budgetMs - this.#options.now());
     this.#deadline = setTimeout(() => {
       this.#deadline = null;
@@ -135,6 +153,38 @@ export class LeaseKeeper {
       if (silentMs < this.#budgetMs) return this.#armDeadline();
       this.#lose(lease, `no lease renewal confirmed by etcd for ${Math.round(silentMs)} ms (TTL ${this.#options.ttlSeconds} s): the lease may expire any moment`);
     }, wait);
+  }
+
+  #armProbe(lease: Lease, at: number): void {
+    if (this.#probe) clearTimeout(this.#probe);
+    this.#probe = setTimeout(() => {
+      this.#probe = null;
+      if (lease !== this.#lease) return;
+      if (this.#probesInFlight < MAX_PROBES) this.#sendProbe(lease);
+      // Several tries before the margin runs out, so one that lands on a hung node is not fatal.
+      this.#armProbe(lease, this.#options.now() + this.#probeEveryMs);
+    }, Math.max(0, at - this.#options.now()));
+  }
+
+  #sendProbe(lease: Lease): void {
+    this.#probesInFlight++;
+    const sentAt = this.#options.now();
+    lease
+      .keepaliveOnce({ deadline: Date.now() + this.#probeDeadlineMs })
+      .then(() => {
+        if (lease !== this.#lease || sentAt <= this.#renewedAt) return;
+        this.#renewedAt = sentAt;
+        if (this.#renewalFailing) {
+          this.#renewalFailing = false;
+          this.#options.log("info", `etcd renews the lease ${this.#id} again (through a single renewal)`);
+        }
+        this.#armDeadline();
+      })
+      // An expired lease is reported through "lost"; anything else only means no answer in time.
+      .catch(() => undefined)
+      .finally(() => {
+        this.#probesInFlight--;
+      });
   }
 
   #lose(lease: Lease, reason: string): void {
@@ -148,7 +198,9 @@ export class LeaseKeeper {
 
   #clear(): void {
     if (this.#deadline) clearTimeout(this.#deadline);
+    if (this.#probe) clearTimeout(this.#probe);
     this.#deadline = null;
+    this.#probe = null;
     this.#lease = null;
     this.#id = null;
     this.#unanswered = [];

@@ -72,4 +72,25 @@ describe("Election on a three-node etcd cluster", () => {
     expect(old.election.isLeader).toBe(false);
     expect(old.elections()).toHaveLength(1);
   });
+
+  it("Election keeps its leader while the etcd node its renewals go through hangs (SIGSTOP)", async () => {
+    etcd = await startEtcdCluster(3);
+    const raftLeader = await etcd.raftLeader();
+    const followers = etcd.nodes.filter((n) => n !== raftLeader);
+    // Renewals go through one of the two followers at any time, so pausing each in turn hangs the
+    // node they go through at least once; the cluster keeps a quorum throughout.
+    const leader = startElection("leader", { endpoints: followers.map((n) => n.clientUrl), prefix: testPrefix(), leaseTtlSeconds: TTL });
+    inProcess.push(leader);
+    await waitFor(() => leader.election.isLeader, 10_000, "elected");
+    const epoch = leader.election.epoch;
+    for (const follower of followers) {
+      follower.pause();
+      const pausedAt = performance.now();
+      await waitFor(() => performance.now() - pausedAt > 2 * TTL * 1000, 3 * TTL * 1000, "two TTLs");
+      follower.resume();
+    }
+    expect(leader.stepDowns()).toEqual([]);
+    expect(leader.election.epoch).toBe(epoch);
+    await leader.election.publishIsr(["leader"]);
+  });
 });
