@@ -14,7 +14,7 @@ export interface CliArgs {
   json: boolean;
   /** `--yes`: no confirmation question (required when stdin is not a terminal). */
   yes: boolean;
-  /** `--force`: `init-conf` overwrites an existing file. */
+  /** `--force`: `init-conf` overwrites an existing file; `reload` promotes a slave that is not in sync. */
   force: boolean;
   /** `-q QUEUE`: `endpoint/version`. */
   queue: string | undefined;

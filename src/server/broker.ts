@@ -3,7 +3,9 @@
  * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
-import { KittenError, parseChannel, queueName, RecentMap } from "../protocol/mod.ts";
+import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
+import type { AppendOp } from "../protocol/peer_ops.ts";
+import { Cluster } from "./cluster/cluster.ts";
 import { channelSettings, type Config, durableKey } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
@@ -29,9 +31,6 @@ export interface BrokerOptions {
   /** Where messages are kept safe; none (the default) keeps them in the queues' memory only. */
   store?: Store | null;
 }
-
-/** How many acks for messages not arrived yet a slave keeps (see #earlyAcks). */
-const EARLY_ACKS = 100_000;
 
 /** How soon a dead letter the store refused is written again. */
 const DEAD_LETTER_RETRY_MS = 500;
@@ -85,19 +84,8 @@ export class Broker {
   readonly sessions = new Set<Session>();
   /** Sessions with frames waiting to be written; flushed once per burst of input. */
   readonly dirty = new Set<Session>();
-  /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
-  epoch = 0;
-  /** The highest epoch clients reported while this broker was a slave. */
-  #seenEpoch = 0;
-  /**
-   * Acks clients copied here for messages this slave does not hold yet (still committing, or not
-   * arrived): applied when the message is accepted. Bounded, oldest forgotten first.
-   */
-  readonly #earlyAcks = new RecentMap<string, [queue: string, group: string, destination: string][]>(EARLY_ACKS);
-  /** Set when a client reported a newer master (see fence()). */
-  fencedBy: { epoch: number; master: string } | null = null;
-  /** Live messages by id, kept only on a slave: mirrored acks name messages by id. */
-  readonly #slaveIndex = new Map<string, Message>();
+  /** Role, epoch, replication and election: what several brokers need (cluster/). */
+  readonly cluster: Cluster;
   /** Compiled channel formats by queue name, replaced whole on reload. */
   schemas: Map<string, CompiledSchema>;
   /** Compiled `config.rules`, replaced whole on reload. */
@@ -113,7 +101,7 @@ export class Broker {
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
   readonly #recentIds = new RecentIds();
   /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
-  readonly #storing = new Map<string, Promise<void>>();
+  readonly #storing = new Map<string, Message>();
   #seq = 0;
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
@@ -128,61 +116,45 @@ export class Broker {
     this.rules = compileRules(config.rules);
     this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
-    this.epoch = this.#loadEpoch();
+    const broker = this;
+    this.cluster = new Cluster({
+      get config() {
+        return broker.config;
+      },
+      store: this.store,
+      queues: this.queues,
+      log: this.log,
+      now: () => this.now(),
+      announceRole: () => this.#announceRole(),
+      liveMessages: () => this.#liveMessages(),
+      acceptReplica: (op, generation) => this.#acceptReplica(op, generation),
+      isStoring: (id) => this.#storing.has(id),
+      nextSeq: () => this.#seq,
+    });
   }
 
   /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
   get isMaster(): boolean {
-    return this.config.isMaster && this.fencedBy === null;
+    return this.cluster.isMaster;
   }
 
   /** The role clients are told about. */
   get role(): "master" | "slave" {
-    return this.isMaster ? "master" : "slave";
+    return this.cluster.role;
   }
 
-  /**
-   * A client has seen a master with a higher epoch: this broker is an old master that came back
-   * without being demoted. It stops delivering (and says why) until an operator reloads it.
-   */
+  /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
+  get epoch(): number {
+    return this.cluster.epoch;
+  }
+
+  get fencedBy(): { epoch: number; master: string } | null {
+    return this.cluster.fencedBy;
+  }
+
+  /** A client has seen a master with a higher epoch (FENCE). */
   fence(epoch: number, master: string, clientId: string): void {
-    if (!this.config.isMaster) {
-      // A slave only remembers the highest epoch: promoted later, it goes above it.
-      if (epoch > this.#epochSeen()) this.store?.setMeta("seenEpoch", epoch);
-      this.#seenEpoch = Math.max(this.#seenEpoch, epoch);
-      return;
-    }
-    if (epoch <= this.epoch || this.fencedBy !== null) return;
-    this.fencedBy = { epoch, master };
-    this.log.error(
-      "cluster",
-      `fenced: client "${clientId}" sees master "${master}" with epoch ${epoch}, newer than this broker's epoch ` +
-        `${this.epoch}; deliveries stop until this broker is demoted (isMaster false) or promoted again`,
-    );
-    this.#indexForMirroring();
-    this.#announceRole();
-  }
-
-  #epochSeen(): number {
-    return Math.max(this.#seenEpoch, Number(this.store?.meta("seenEpoch") ?? 0) || 0);
-  }
-
-  /**
-   * Becoming a slave (demotion, fencing): index the messages held, so that the acks clients copy
-   * here find them, and stop dropping or expiring messages on this broker's own account.
-   */
-  #indexForMirroring(): void {
-    for (const queue of this.queues.values()) {
-      queue.mirroring = true;
-      for (const copy of queue.liveCopies()) {
-        const message = copy.message;
-        if (!message.copies) {
-          message.copies = [];
-          this.#slaveIndex.set(message.id, message);
-        }
-        message.copies.push(copy);
-      }
-    }
+    this.cluster.fence(epoch, master, `client "${clientId}"`);
   }
 
   /** Tells every client the current role and epoch; a new master starts delivering. */
@@ -192,18 +164,12 @@ export class Broker {
     this.flush();
   }
 
-  /** Reads the epoch kept in the store (0 for a new or memory-only broker). */
-  #loadEpoch(): number {
-    const stored = this.store?.meta("epoch");
-    return typeof stored === "number" ? stored : Number(stored ?? 0) || 0;
-  }
-
   /**
    * Swaps in a validated configuration; queues pick up their new settings at once. Throws (and
    * changes nothing) when the config needs a store this broker did not open, or when the epoch
    * of a promotion cannot be written.
    */
-  reload(config: Config): void {
+  reload(config: Config, options: { force?: boolean } = {}): void {
     const durable = durableKey(config);
     if (durable !== null && this.store === null) {
       // Accepting it would confirm sends "on disk" that no store writes.
@@ -213,14 +179,13 @@ export class Broker {
           `(every queue in memory); restart it to open one in its dataDirectory`,
       );
     }
-    const wasMaster = this.isMaster;
-    const promoted = config.isMaster && (!this.config.isMaster || this.fencedBy !== null);
+    const previous = this.config;
     const rules = compileRules(config.rules);
     const schemas = compileSchemas(config.channels).schemas;
-    // A new epoch on every promotion, on disk before anything changes: a store that refuses it
-    // (STORE_UNAVAILABLE) leaves the broker as it was, not half promoted.
-    const epoch = promoted ? Math.max(this.#loadEpoch(), this.#epochSeen()) + 1 : this.epoch;
-    if (promoted) this.store?.setMeta("epoch", epoch);
+    // A promotion is checked (in sync?) and its epoch written before anything changes: a refusal,
+    // or a store that refuses the epoch (STORE_UNAVAILABLE), leaves the broker as it was.
+    const promotedEpoch = this.cluster.checkReload(config, options.force === true);
+    if (promotedEpoch !== null) this.store?.setMeta("epoch", promotedEpoch);
     this.config = config;
     this.rules = rules;
     this.schemas = schemas;
@@ -229,32 +194,14 @@ export class Broker {
     else this.registry.forget();
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
-    if (promoted) {
-      this.epoch = epoch;
-      this.fencedBy = null;
-      this.#slaveIndex.clear();
-      this.#earlyAcks.clear();
-      for (const queue of this.queues.values()) queue.mirroring = false;
-      this.log.info("cluster", `promoted to master;epoch=${this.epoch};delivering every message not acked`);
-    } else if (wasMaster && !config.isMaster) {
-      this.log.info("cluster", `demoted to slave;epoch=${this.epoch}`);
-      this.#indexForMirroring();
-    }
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
-    if (promoted || wasMaster !== this.isMaster) this.#announceRole();
+    this.cluster.applyReload(previous, promotedEpoch, options.force === true);
   }
 
   /** A client acked, on the master, a copy this slave keeps: drop it here too. */
   mirrorAck(queueName: string, groupKey: string, destination: string, messageId: string): void {
     if (this.isMaster) return; // the master settles its own deliveries by tag
-    const message = this.#slaveIndex.get(messageId);
-    if (message) {
-      if (message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
-      return;
-    }
-    const early = this.#earlyAcks.get(messageId);
-    if (early) early.push([queueName, groupKey, destination]);
-    else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
+    this.cluster.mirror.acked(queueName, groupKey, destination, messageId);
   }
 
   queue(name: string): Queue {
@@ -268,7 +215,8 @@ export class Broker {
         },
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
-          if (message.copies) this.#slaveIndex.delete(message.id);
+          this.cluster.mirror.forget(message);
+          if (this.isMaster) this.cluster.replication.remove(message.id);
         },
       });
       queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
@@ -290,7 +238,7 @@ export class Broker {
     }
     // A resend of an accepted message is confirmed before anything is paid for it (its format was checked the first time).
     if (this.#recentIds.has(messageId)) return;
-    const storing = this.#storing.get(messageId);
+    const storing = this.#storing.get(messageId)?.commit;
     if (storing) return storing; // the same message is being committed: confirm it with that commit
     if (schema) body = conform(schema, channelName, queue.name, body);
     if (queue.live >= this.config.maxMessagesPerQueue) {
@@ -299,44 +247,89 @@ export class Broker {
         `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
       );
     }
+    const master = this.isMaster;
+    if (master) this.cluster.replication.checkReplicas(channelName);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
     const message = new Message(messageId, queue.name, destination, copyBytes(body), this.now(), this.#seq++);
+    // Replicas store it while this broker does: the two commits overlap.
+    const index = master ? this.cluster.replication.append(message) : 0;
+    const stored = this.#store(queue, message);
+    const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
+    if (replicated === undefined) return stored;
+    // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
+    replicated.catch(() => {});
+    return stored === undefined ? replicated : stored.then(() => replicated);
+  }
+
+  /**
+   * Stores (when durable) and queues a message. Returns a promise while its commit runs; a resend
+   * meanwhile shares it. A refused commit is streamed to slaves as removed.
+   */
+  #store(queue: Queue, message: Message): void | Promise<void> {
     const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
       this.#accept(queue, message);
       return;
     }
+    const messageId = message.id;
     // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
     const committed = stored.then(
       () => {
         this.#storing.delete(messageId);
+        message.commit = null;
         this.#accept(queue, message);
       },
       (error) => {
         this.#storing.delete(messageId);
+        message.commit = null;
+        if (this.isMaster) this.cluster.replication.remove(messageId);
         throw error;
       },
     );
-    this.#storing.set(messageId, committed);
+    message.commit = committed;
+    this.#storing.set(messageId, message);
     return committed;
   }
 
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
     this.stats.counters.received++;
-    this.#indexOnSlave(message);
+    if (!this.isMaster) this.cluster.mirror.track(message);
     queue.publish(message);
-    if (this.isMaster || this.#earlyAcks.size === 0) return;
-    const early = this.#earlyAcks.get(message.id);
-    if (early === undefined) return;
-    this.#earlyAcks.delete(message.id);
-    for (const [name, group, destination] of early) if (name === queue.name) queue.settleMirrored(message, group, destination);
+    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
   }
 
-  #indexOnSlave(message: Message): void {
-    if (this.isMaster) return;
-    message.copies = [];
-    this.#slaveIndex.set(message.id, message);
+  /**
+   * A slave stores a message its master streamed (snapshot or live). No rules, format or bound:
+   * the master checked them. A message held already is only marked as listed by the snapshot.
+   */
+  #acceptReplica(op: AppendOp, generation: number): void | Promise<void> {
+    const [, , id, queueName, destination, body, created, deliveries, deadLetter] = op;
+    const held = this.cluster.mirror.get(id);
+    if (held) {
+      held.syncGeneration = generation;
+      return;
+    }
+    const storing = this.#storing.get(id)?.commit;
+    if (storing) {
+      return storing.then(() => {
+        const message = this.cluster.mirror.get(id);
+        if (message) message.syncGeneration = generation;
+      });
+    }
+    const message = new Message(id, queueName, destination, copyBytes(body), created, this.#seq++);
+    message.deliveries = deliveries;
+    message.deadLetter = deadLetter;
+    message.syncGeneration = generation;
+    return this.#store(this.queue(queueName), message);
+  }
+
+  /** Every message held or being stored, in arrival order (a replica's snapshot). */
+  #liveMessages(): Message[] {
+    const messages = new Set<Message>();
+    for (const queue of this.queues.values()) for (const copy of queue.liveCopies()) messages.add(copy.message);
+    for (const message of this.#storing.values()) messages.add(message);
+    return [...messages].sort((a, b) => a.seq - b.seq);
   }
 
   /**
@@ -350,7 +343,7 @@ export class Broker {
       message.deliveries = record.deliveries ?? 0;
       message.deadLetter = record.deadLetter ?? null;
       this.#recentIds.add(record.id);
-      this.#indexOnSlave(message);
+      if (!this.isMaster) this.cluster.mirror.track(message);
       this.queue(record.queue).restore(message);
     }
     if (records.length > 0) this.log.info("store", `recovered ${records.length} messages`);
@@ -385,11 +378,13 @@ export class Broker {
   tick(): void {
     const now = this.now();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
+    this.cluster.tick();
     this.flush();
   }
 
   /** Writes every session's pending frames: one socket write per session per burst. */
   flush(): void {
+    if (this.isMaster) this.cluster.replication.flush();
     // A flush may let a paused session take more deliveries, which makes it dirty again.
     while (this.dirty.size > 0) {
       const sessions = [...this.dirty];
@@ -410,7 +405,7 @@ export class Broker {
    * accepted by the rules, prove the key it presents, and that key is then pinned (the loser of
    * a race between two first connections gets KEY_MISMATCH).
    */
-  async authenticate(clientId: string, nonce: string, proof: AuthProof): Promise<void> {
+  async authenticate(clientId: string, nonce: string, proof: AuthProof, peer = false): Promise<void> {
     const { serviceId } = this.config;
     const pinned = await this.registry.get(clientId);
     if (pinned !== null) {
@@ -418,7 +413,8 @@ export class Broker {
       await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: pinned, clientId });
       return;
     }
-    if (!this.rules.accepts(clientId)) {
+    // A broker listed in cluster.peers is accepted by that listing; rules are for clients.
+    if (!peer && !this.rules.accepts(clientId)) {
       throw new KittenError("UNKNOWN_CLIENT", `Cannot accept client "${clientId}": no rule's client matches this new id`);
     }
     await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: proof.publicKey, clientId });
@@ -474,6 +470,7 @@ export class Broker {
       deliveries: copy.deliveries,
     };
     const store = this.#storeFor(queue);
+    if (this.isMaster) this.cluster.replication.append(dead);
     if (!store) return queue.publish(dead);
     // The original stays stored until its dead letter is: while that write fails it is retried,
     // and the original is kept (recovered at the next start) rather than lost between two queues.

@@ -13,6 +13,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
+import { parseHost } from "../protocol/host.ts";
 import { compileSchemas } from "./schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
@@ -84,6 +85,12 @@ export function defaultConfig(): Config {
     },
     rules: [], // no rules: every client may read and write everything, as the original
     channels: {}, // every queue uses the broker-level settings
+    cluster: {
+      peers: [], // the other brokers' client addresses ("host:port@serviceId"); none: a lone broker
+      minInSyncReplicas: 1, // brokers (the master included) holding a message before it is confirmed
+      maxLagMs: 10000, // an in-sync slave that acknowledges nothing for this long drops out of sync
+      etcd: null, // automatic failover: { endpoints, leaseTtlSeconds }; null: promotion by reload
+    },
   };
 }
 
@@ -99,6 +106,17 @@ const VERSION = "[A-Za-z0-9._-]+";
 const ID = "[^/*\\s]+";
 const QUEUE_RE = new RegExp(`^${ENDPOINT}/${VERSION}$`);
 const PATTERN_RE = new RegExp(`^!?${ENDPOINT}/(?:\\*|${VERSION}/(?:\\*|${ID}))$`);
+
+/** A peer is named by its serviceId: the address must carry one (`host:port@serviceId`). */
+function isPeerAddress(value: unknown): value is string {
+  if (typeof value !== "string") return false;
+  try {
+    const host = parseHost(value);
+    return host.serviceId !== null && /^[A-Za-z0-9._-]{1,128}$/.test(host.serviceId);
+  } catch {
+    return false;
+  }
+}
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
@@ -177,6 +195,24 @@ const CHANNEL_ENTRIES = {
   // Overrides the broker's durability for this queue.
   durability: v.optional(durability()),
 };
+const ETCD_ENTRIES = {
+  endpoints: v.pipe(
+    v.array(v.pipe(str(), v.regex(/^https?:\/\/[^\s/]+$/, `must be a URL like "http://127.0.0.1:2379"`)), "must be an array of URLs"),
+    v.minLength(1, "must list at least one etcd endpoint"),
+  ),
+  leaseTtlSeconds: v.optional(int(2, 600), 3),
+  // Brokers that share a prefix elect one master among them.
+  prefix: v.optional(v.pipe(str(), v.regex(/^[A-Za-z0-9._\/-]{1,200}$/, "must be 1 to 200 of letters, digits, \".\", \"_\", \"-\", \"/\"")), "kitten-mq/"),
+};
+const CLUSTER_ENTRIES = {
+  peers: v.array(
+    v.pipe(str(), v.check((peer: string) => isPeerAddress(peer), `must look like "host:port@serviceId" (the serviceId names the peer)`)),
+    "must be an array of peer addresses",
+  ),
+  minInSyncReplicas: int(1, 16),
+  maxLagMs: int(100, 600000),
+  etcd: v.nullable(object(v.strictObject(ETCD_ENTRIES))),
+};
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
 const CONFIG_ENTRIES = {
@@ -203,6 +239,7 @@ const CONFIG_ENTRIES = {
   admin: object(v.strictObject(ADMIN_ENTRIES)),
   rules: v.array(RULE_SCHEMA, "must be an array of rules"),
   channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
+  cluster: object(v.strictObject(CLUSTER_ENTRIES)),
 };
 const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
 
@@ -288,7 +325,7 @@ function mergeOverDefaults(input: Record<string, unknown>): Record<string, unkno
   const merged: Record<string, unknown> = Object.assign(Object.create(null), defaults);
   for (const [key, value] of Object.entries(input)) {
     if (value === undefined || COMPATIBILITY_KEYS.has(key)) continue;
-    const section = key === "socketServer" || key === "admin" ? defaults[key] : null;
+    const section = key === "socketServer" || key === "admin" || key === "cluster" ? defaults[key] : null;
     merged[key] = section && isPlainObject(value)
       ? { ...section, ...Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) }
       : value;
@@ -314,6 +351,22 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
     problems.push({
       path: "admin.token",
       message: `is required when admin.host is not a loopback address: admin.host is ${JSON.stringify(admin.host)}`,
+    });
+  }
+  const cluster = config.cluster;
+  if (isPlainObject(cluster) && Array.isArray(cluster.peers) && typeof cluster.minInSyncReplicas === "number" &&
+    cluster.minInSyncReplicas > cluster.peers.length + 1) {
+    problems.push({
+      path: "cluster.minInSyncReplicas",
+      message: `must be at most the number of brokers (cluster.peers plus this one, ${cluster.peers.length + 1}): ` +
+        `current value is ${cluster.minInSyncReplicas}`,
+    });
+  }
+  if (isPlainObject(cluster) && Array.isArray(cluster.peers) && typeof config.serviceId === "string") {
+    cluster.peers.forEach((peer, index) => {
+      if (isPeerAddress(peer) && parseHost(peer).serviceId === config.serviceId) {
+        problems.push({ path: `cluster.peers[${index}]`, message: `names this broker's own serviceId "${config.serviceId}"` });
+      }
     });
   }
   const channels = config.channels;
@@ -354,6 +407,7 @@ function entriesAt(keys: unknown[]): Record<string, unknown> {
   if (keys[0] === "socketServer") return SOCKET_ENTRIES;
   if (keys[0] === "rules") return RULE_ENTRIES;
   if (keys[0] === "admin") return ADMIN_ENTRIES;
+  if (keys[0] === "cluster") return keys[1] === "etcd" ? ETCD_ENTRIES : CLUSTER_ENTRIES;
   return CHANNEL_ENTRIES;
 }
 

@@ -9,3 +9,4 @@ export type { Queue } from "./queue.ts";
 export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue_view.ts";
 export type { Session } from "./session.ts";
 export { Logger, memoryLogger } from "./log.ts";
+export type { ClusterStatus } from "./cluster/cluster.ts";

@@ -129,7 +129,7 @@ export class Queue {
     this.counters.received++;
     message.refs++; // held while routing, so the message cannot settle half-way
     try {
-      if (!this.#route(message)) this.#parking.park(new Copy(message, message.destination, null));
+      if (!this.#route(message)) this.#parkUnrouted(new Copy(message, message.destination, null));
     } finally {
       this.#unref(message);
     }
@@ -274,14 +274,8 @@ export class Queue {
   settleMirrored(message: Message, groupKey: string, destination: string): boolean {
     for (const copy of message.copies ?? []) {
       if (copy.destination !== destination || copy.group?.key !== groupKey) continue;
-      if (copy.state === CopyState.READY) {
-        const pool = copy.group.pools.get(destination);
-        pool?.ready.delete(copy);
-        if (pool && pool.ready.length === 0) copy.group.readyPools.delete(pool);
-      } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
-      else if (copy.state !== CopyState.DELAYED) continue; // in flight or settled: nothing to drop
+      if (!this.#dropHeld(copy)) continue;
       this.counters.acked++;
-      this.#settle(copy);
       return true;
     }
     for (const copy of this.#parking.waiting.ordered()) {
@@ -305,7 +299,36 @@ export class Queue {
     const copy = new Copy(message, message.destination, null);
     copy.recovered = true;
     copy.deliveries = message.deliveries;
+    message.copies?.push(copy);
     this.#parking.parkAll([copy]);
+  }
+
+  /** A copy for whoever registers first; a slave tracks it, so that the master's removal finds it. */
+  #parkUnrouted(copy: Copy): void {
+    copy.message.copies?.push(copy);
+    this.#parking.park(copy);
+  }
+
+  /**
+   * On a slave: the master settled every copy of `message`, so every copy still held here goes
+   * (ready, delayed or waiting; a slave has none in flight).
+   */
+  dropMirrored(message: Message): void {
+    for (const copy of message.copies ?? []) {
+      if (this.#dropHeld(copy)) this.counters.acked++;
+    }
+  }
+
+  /** Takes a ready, waiting or delayed copy out and settles it; false for any other state. */
+  #dropHeld(copy: Copy): boolean {
+    if (copy.state === CopyState.READY) {
+      const pool = copy.group?.pools.get(copy.destination);
+      pool?.ready.delete(copy);
+      if (pool && pool.ready.length === 0) copy.group!.readyPools.delete(pool);
+    } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
+    else if (copy.state !== CopyState.DELAYED) return false; // in flight or settled: nothing to drop
+    this.#settle(copy);
+    return true;
   }
 
   /**

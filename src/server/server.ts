@@ -40,7 +40,7 @@ export interface BrokerServer {
    * Re-reads the config file and applies it. The whole file is validated first: a bad file
    * throws CONFIG_INVALID listing every problem, and the running config stays.
    */
-  reload(): Promise<Config>;
+  reload(options?: { force?: boolean }): Promise<Config>;
   /**
    * Refuses new connections and sends, lets in-flight deliveries finish for at most `graceMs`,
    * then stops. Resolves when stopped.
@@ -61,6 +61,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   // Recovery runs before the port opens: no client sees the broker half-loaded.
   if (store) broker.restore(store.load());
   const listener = listen(broker);
+  broker.cluster.start();
   let lastSample = broker.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
@@ -70,6 +71,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       const now = broker.now();
       if (now - lastSample >= 1000) {
         broker.stats.sample(now);
+        broker.cluster.checkEligibility();
         lastSample = now;
       }
     } catch (error) {
@@ -85,18 +87,24 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     port: listener.port,
     hostname: listener.hostname,
     configPath,
-    async reload() {
+    async reload(options = {}) {
       if (configPath === null) {
         throw new KittenError("CONFIG_INVALID", "Cannot reload: the broker runs on the embedded defaults, with no config file");
       }
       const next = await loadConfigFile(configPath);
-      broker.reload(next);
+      try {
+        broker.reload(next, options);
+      } catch (error) {
+        broker.log.warn("broker", `reload refused: ${(error as Error).message}`);
+        throw error;
+      }
       return next;
     },
     async softStop(graceMs) {
       if (!broker.stopping) {
         broker.stopping = true;
         broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
+        await broker.cluster.resign().catch((error) => broker.log.warn("cluster", `cannot resign: ${error.message}`));
       }
       const deadline = broker.now() + graceMs;
       while (broker.inflight() > 0 && broker.now() < deadline) await new Promise((r) => setTimeout(r, TICK_MS));
@@ -111,6 +119,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         // copies stay stored as they are (redelivered after a restart), uncounted.
         broker.shuttingDown = true;
         listener.stop(true);
+        await broker.cluster.stop();
         await broker.store?.close();
         broker.log.info("broker", "stopped");
       })();

@@ -15,7 +15,9 @@ import {
   checkIds,
   checkNack,
   checkPing,
+  checkReplAck,
   checkSend,
+  checkSync,
   checkSubscribe,
   checkUnsubscribe,
   decode,
@@ -38,6 +40,7 @@ import { createChallenge } from "./auth.ts";
 import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
 import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";
+import type { ReplicaLink } from "./cluster/replica.ts";
 
 /** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */
 export interface Connection {
@@ -61,8 +64,12 @@ interface Registration {
  */
 export type SessionState = "hello" | "auth" | "verifying" | "open" | "closed";
 
-export class Session implements DeliverySink {
+export class Session implements DeliverySink, ReplicaLink {
   clientId = "";
+  /** A broker of `cluster.peers` (hello.peer): it may ask for the replication stream. */
+  isPeer = false;
+  /** Set once the peer asked for the replication stream. */
+  #replicating = false;
   state: SessionState = "hello";
   /** The nonce of the challenge sent to this connection; a proof must sign exactly it. */
   #nonce = "";
@@ -140,6 +147,8 @@ export class Session implements DeliverySink {
         case OP.ACK_MIRROR: return this.#handleAckMirror(value);
         case OP.FENCE: return this.#handleFence(value);
         case OP.PING: return this.#push([OP.PONG, checkPing(value)[1]]);
+        case OP.SYNC: return this.#handleSync(value);
+        case OP.REPL_ACK: return this.#handleReplAck(value);
         default:
           throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
       }
@@ -175,6 +184,10 @@ export class Session implements DeliverySink {
     }
     if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
     validateClientId(options.client);
+    if (options.peer === true && !this.#broker.cluster.isPeer(options.client)) {
+      throw new KittenError("NOT_A_PEER", `Cannot accept peer "${options.client}": it is not in cluster.peers of "${config.serviceId}"`);
+    }
+    this.isPeer = options.peer === true;
     this.clientId = options.client;
     this.#nonce = createChallenge();
     this.state = "auth";
@@ -186,7 +199,7 @@ export class Session implements DeliverySink {
     if (this.state !== "auth") throw new KittenError("BAD_PROTOCOL", "Cannot accept auth: the session is already open");
     const [, proof] = checkAuth(value);
     this.state = "verifying";
-    this.#afterwards(this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
+    this.#afterwards(this.#broker.authenticate(this.clientId, this.#nonce, proof, this.isPeer).then(
       () => this.#open(),
       (error) => this.#fail(null, error),
     ));
@@ -344,6 +357,40 @@ export class Session implements DeliverySink {
     this.#broker.fence(epoch, master, this.clientId);
   }
 
+  /** A peer asks for the replication stream: a snapshot of what this master holds, then the live log. */
+  #handleSync(value: unknown[]): void {
+    const [, ref, { epoch }] = checkSync(value);
+    if (!this.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${this.clientId}": it did not connect as a peer`);
+    this.#confirm(ref);
+    this.#broker.cluster.attachReplica(this, epoch);
+    this.#replicating = true;
+  }
+
+  #handleReplAck(value: unknown[]): void {
+    const [, seq] = checkReplAck(value);
+    if (this.#replicating) this.#broker.cluster.replication.ack(this, seq);
+  }
+
+  // ── ReplicaLink: the stream a master writes to a peer ──────────────────────────────────────
+
+  get peerId(): string {
+    return this.clientId;
+  }
+
+  get backlogBytes(): number {
+    return this.#unsentBytes + this.#batch.byteLength;
+  }
+
+  pushFramed(bytes: Uint8Array): void {
+    if (this.state === "closed") return;
+    this.#batch.pushFramed(bytes);
+    this.#broker.dirty.add(this);
+  }
+
+  fail(code: "REPLICA_TOO_SLOW", message: string): void {
+    this.#fail(null, new KittenError(code, message));
+  }
+
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
   announceRole(): void {
     if (this.state !== "open") return;
@@ -454,6 +501,7 @@ export class Session implements DeliverySink {
       }
       this.#unsent.shift();
     }
+    if (this.#replicating) this.#broker.cluster.replication.drained(this);
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -482,6 +530,7 @@ export class Session implements DeliverySink {
       this.#release(registration, [...registration.claims]);
     }
     this.#registrations.clear();
+    if (this.#replicating) this.#broker.cluster.replication.detach(this);
     this.#broker.sessions.delete(this);
     this.#broker.dirty.delete(this);
     if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);

@@ -27,7 +27,8 @@ const COMMENT = [
   "prefetch: unacked deliveries per consumer handler; listenerPrefetch: the same for listeners.",
   "maxMessagesPerQueue: live messages per queue; beyond it sends are refused with QUEUE_FULL.",
   "logLevel: 1 debug, 2 info, 3 warn, 4 error. logsDirectory: where logs go.",
-  "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: broker keys.",
+  "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: the",
+  "  broker's own key pair, with which it authenticates to its peers (created on first use).",
   "dataDirectory: the durable store, and admin.json (where `kitten-mq status` & co find the admin API).",
   "durability: 'fsync' (a confirmed send is on disk), 'batch' (committed every commitIntervalMs ms, confirmed",
   "  before) or 'memory' (no store); channels[q].durability overrides it per queue.",
@@ -41,6 +42,10 @@ const COMMENT = [
   "channels: per-queue overrides, { 'endpoint/version': { prefetch, listenerPrefetch, ttl (seconds a waiting message",
   "  lives), maxItemsInQueue, requeueLimit, requeueInterval, durability, deadLetter: 'endpoint/version',",
   "  map: {message format} } }.",
+  "cluster: several brokers. peers: the other brokers as 'host:port@serviceId'; a slave catches up from the master",
+  "  over them. minInSyncReplicas: brokers (master included) holding a message before it is confirmed (2 with three",
+  "  brokers: nothing confirmed is lost when the master dies). maxLagMs: an in-sync slave silent this long drops out.",
+  "  etcd: null (promotion by isMaster + reload) or { endpoints: ['http://host:2379'], leaseTtlSeconds: 3 }: automatic failover.",
 ];
 
 export async function run(args: CliArgs): Promise<number> {
