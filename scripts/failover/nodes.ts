@@ -89,9 +89,12 @@ export class Node {
 
   /** True when the broker's log says it is master now (promoted or elected, not stepped down since). */
   get saysMaster(): boolean {
-    const lines = this.output().split("\n").filter((line) => /promoted to master|elected master|stepped down|demoted|fenced, now/.test(line));
+    // Its own role changes only: every broker also logs which peer etcd elected.
+    const lines = this.output().split("\n").filter((line) =>
+      /\] (promoted to master|elected master through etcd|stepped down to slave|demoted to slave|fenced, now a slave);/.test(line)
+    );
     const last = lines.at(-1) ?? "";
-    return last.includes("promoted to master") || last.includes("elected master");
+    return last.includes("promoted to master;") || last.includes("elected master through etcd;");
   }
 }
 

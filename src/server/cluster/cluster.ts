@@ -293,7 +293,10 @@ export class Cluster {
         this.#becameSlave(`stepped down to slave: ${reason}`);
       },
       leader: (current) => {
-        if (current && current.id !== this.host.config.serviceId) this.fence(current.epoch, current.id, "etcd");
+        if (current && current.id !== this.host.config.serviceId) {
+          this.fence(current.epoch, current.id, "etcd");
+          this.upstream.preferMaster(current.id);
+        }
         if (!current) this.#updateEligibility();
       },
     });

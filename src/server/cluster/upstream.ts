@@ -68,8 +68,9 @@ export interface UpstreamStatus {
   since: number;
 }
 
-const RETRY_MIN_MS = 100;
-const RETRY_MAX_MS = 2_000;
+/** Between two peers of one round; a round that found no master backs off up to RETRY_MAX_MS. */
+const RETRY_MIN_MS = 50;
+const RETRY_MAX_MS = 1_000;
 /** A peer that does not complete the handshake in this time is dropped and the next one tried. */
 const HANDSHAKE_MS = 5_000;
 
@@ -164,12 +165,33 @@ export class Upstream {
   }
 
   #schedule(): void {
-    if (!this.#running) return;
+    if (!this.#running || this.#timer !== null) return;
+    // The next peer of the round at once; a whole round without a master backs off.
+    const endOfRound = this.#next % this.target.peers.length === 0;
+    const wait = endOfRound ? this.#retryMs : RETRY_MIN_MS;
+    if (endOfRound) this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
     this.#timer = setTimeout(() => {
       this.#timer = null;
       this.#dialNext();
-    }, this.#retryMs);
-    this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
+    }, wait);
+  }
+
+  /**
+   * The election says who leads: a slave that is not streaming from it dials it now instead of
+   * waiting for its next round.
+   */
+  preferMaster(serviceId: string): void {
+    if (!this.#running || (this.#master?.serviceId === serviceId && this.#socket !== null)) return;
+    const index = this.target.peers.findIndex((peer) => parseHost(peer).serviceId === serviceId);
+    if (index < 0) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    const socket = this.#socket;
+    this.#socket = null; // its close must not schedule another dial
+    socket?.destroy();
+    this.#next = index;
+    this.#retryMs = RETRY_MIN_MS;
+    this.#dialNext();
   }
 
   #dialNext(): void {
