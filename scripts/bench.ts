@@ -16,6 +16,8 @@
  *   (e) durable     (a) in fsync mode
  *   (f) 2 brokers   (a) with a master and a slave (memory mode like (a)); both clients are given
  *                   both hosts, send to both and mirror their acks to the slave; shown as % of (a)
+ *   (f2) replicated (f) with both brokers in fsync mode, replicating over their peer link, and
+ *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
  *
  * Figures are taken at steady state: the first 25% of the messages of (a), (b), (d)–(f) and the
  * first 10 s of (c) are warm-up (JIT compilation), left out of the rate and the latency; the
@@ -58,7 +60,7 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,f,b,c,d,e").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,f,f2,b,c,d,e").split(",").map((s) => s.trim()));
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 300_000, b: 300_000, rate: 5_000, seconds: 10, warmup: 10 };
@@ -87,7 +89,7 @@ if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of secon
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "b" | "c" | "d" | "e" | "f";
+  key: "a" | "b" | "c" | "d" | "e" | "f" | "f2";
   title: string;
   detail: string;
   unit: string;
@@ -136,6 +138,16 @@ const SCENARIOS: Scenario[] = [
     plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), slaves: 1 }),
     // No bar of its own: the figure is reported next to (a), as a ratio.
     target: null,
+  },
+  {
+    key: "f2",
+    title: "(f2) replicated durable work queue: 2 brokers in fsync mode, minInSyncReplicas 2",
+    detail: `as (a); both brokers know each other (cluster.peers) and store in fsync mode; a send is confirmed once ` +
+      `the master and the slave have it on disk (the slave's copy comes over its peer link)`,
+    unit: "msgs/s",
+    versusA: true,
+    plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), slaves: 1, minInSyncReplicas: 2 }),
+    target: { label: "≥ 50,000 msgs/s", check: (m) => m.rate >= 50_000 },
   },
   {
     key: "b",

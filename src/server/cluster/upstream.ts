@@ -252,6 +252,13 @@ export class Upstream {
               socket.end();
               return false; // a slave: try the next peer
             }
+            const known = this.target.epoch();
+            if (welcome.epoch < known) {
+              // An old master that came back without being demoted: it is told, and fences itself.
+              write([OP.FENCE, { epoch: known, master: this.target.serviceId }]);
+              fail(`claims master with epoch ${welcome.epoch}, below epoch ${known}: told it is fenced`);
+              return false;
+            }
             phase = "stream";
             this.#startStream(host, welcome, write);
             return true;
