@@ -54,6 +54,7 @@ export function defaultConfig(): Config {
       maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
       maxConnections: 10000, // one host cannot exhaust the broker's file descriptors
       handshakeTimeoutMs: 5000, // an unauthenticated connection holds resources for at most this long
+      maxUnauthenticatedBytes: 8388608, // 8 MiB: what all connections not yet welcomed may hold together
       maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
       tls: null, // plain TCP unless certificate and key files are given
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
@@ -142,6 +143,7 @@ const SOCKET_ENTRIES = {
   maxFrameSize: int(1024, 67108864),
   maxConnections: int(1, 1000000),
   handshakeTimeoutMs: int(100, 600000),
+  maxUnauthenticatedBytes: int(65536, 1073741824),
   maxOutgoingBytes: int(65536, 1073741824),
   // TLS on the client port: PEM file paths (relative to the config file).
   tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),

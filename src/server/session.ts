@@ -56,6 +56,22 @@ interface Registration {
 }
 
 /**
+ * Largest frame accepted before `welcome`. Handshake frames (hello with a client id and token,
+ * auth with a signed token and a public key) take a few hundred bytes: anyone who can reach the
+ * port may send them, so a connection that has not proved who it is cannot make the broker
+ * buffer a `maxFrameSize` frame.
+ */
+export const HANDSHAKE_MAX_FRAME_SIZE = 16 * 1024;
+
+/**
+ * Bytes that the connections not yet welcomed hold together (partial handshake frames), shared by
+ * every session of one listener and bounded by `socketServer.maxUnauthenticatedBytes`.
+ */
+export interface HandshakeBudget {
+  held: number;
+}
+
+/**
  * hello → (challenge sent) auth → (token being verified) verifying → open → closed. Nothing
  * but the next handshake step is accepted before `open`.
  */
@@ -80,11 +96,15 @@ export class Session implements DeliverySink {
   #starved = false;
   #unsent: Uint8Array[] = [];
   #unsentBytes = 0;
+  readonly #budget: HandshakeBudget;
+  /** This session's share of `#budget.held`: its partial frame, until welcome. */
+  #heldBeforeOpen = 0;
 
-  constructor(broker: Broker, connection: Connection) {
+  constructor(broker: Broker, connection: Connection, budget: HandshakeBudget = { held: 0 }) {
     this.#broker = broker;
     this.#connection = connection;
-    this.#decoder = new FrameDecoder(broker.config.socketServer.maxFrameSize);
+    this.#budget = budget;
+    this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
 
   get isClosed(): boolean {
@@ -94,11 +114,40 @@ export class Session implements DeliverySink {
   /** Feeds bytes from the socket. */
   receive(chunk: Uint8Array): void {
     if (this.state === "closed") return;
+    if (this.state !== "open") return this.#receiveBeforeOpen(chunk);
     try {
       this.#decoder.each(chunk, this.#visit);
     } catch (error) {
       this.#fail(null, error); // an oversized length prefix
     }
+  }
+
+  /** Handshake frames: small ones only, and what is left partial counts against the shared budget. */
+  #receiveBeforeOpen(chunk: Uint8Array): void {
+    try {
+      this.#decoder.each(chunk, this.#visit);
+    } catch (error) {
+      const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
+      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `${error.message}: the largest frame accepted before welcome`) : error);
+    }
+    if (this.state === "open" || this.state === "closed") return;
+    const held = this.#decoder.pendingBytes;
+    this.#budget.held += held - this.#heldBeforeOpen;
+    this.#heldBeforeOpen = held;
+    const limit = this.#broker.config.socketServer.maxUnauthenticatedBytes;
+    if (held > 0 && this.#budget.held > limit) {
+      this.#fail(null, new KittenError(
+        "TOO_MANY_CONNECTIONS",
+        `Cannot buffer a handshake frame: connections not yet welcomed hold ${this.#budget.held} bytes, ` +
+          `more than socketServer.maxUnauthenticatedBytes ${limit}`,
+      ));
+    }
+  }
+
+  /** Gives back this session's share of the handshake budget (it was welcomed, or it closed). */
+  #releaseHandshakeBytes(): void {
+    this.#budget.held -= this.#heldBeforeOpen;
+    this.#heldBeforeOpen = 0;
   }
 
   /** Handles the frame `data[start, end)`; false once the session is closed. */
@@ -203,6 +252,8 @@ export class Session implements DeliverySink {
     if (this.state !== "verifying") return; // closed meanwhile
     const config = this.#broker.config;
     this.state = "open";
+    this.#releaseHandshakeBytes();
+    this.#decoder.maxFrameSize = config.socketServer.maxFrameSize;
     this.#push([OP.WELCOME, {
       server: config.serviceId,
       serviceId: config.serviceId,
@@ -477,6 +528,7 @@ export class Session implements DeliverySink {
     if (this.state === "closed") return;
     const wasOpen = this.state === "open";
     this.state = "closed";
+    this.#releaseHandshakeBytes();
     for (const registration of this.#registrations.values()) {
       if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
       this.#release(registration, [...registration.claims]);
