@@ -56,6 +56,7 @@ export function defaultConfig(): Config {
       handshakeTimeoutMs: 5000, // an unauthenticated connection holds resources for at most this long
       maxUnauthenticatedBytes: 8388608, // 8 MiB: what all connections not yet welcomed may hold together
       maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
+      slowConsumerGraceMs: 10000, // unsent bytes over maxOutgoingBytes this long: SLOW_CONSUMER, closed (NATS's write deadline)
       tls: null, // plain TCP unless certificate and key files are given
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
@@ -145,6 +146,7 @@ const SOCKET_ENTRIES = {
   handshakeTimeoutMs: int(100, 600000),
   maxUnauthenticatedBytes: int(65536, 1073741824),
   maxOutgoingBytes: int(65536, 1073741824),
+  slowConsumerGraceMs: int(100, 3600000),
   // TLS on the client port: PEM file paths (relative to the config file).
   tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
   logs: str(),

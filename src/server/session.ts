@@ -46,6 +46,11 @@ export interface Connection {
   /** Closes after pending bytes are sent. */
   end(): void;
   readonly remoteAddress: string;
+  /** Stops reading from the socket (the peer then meets TCP backpressure) until `resume()`. */
+  pause?(): void;
+  resume?(): void;
+  /** Closes at once, dropping what is not sent (a reset). */
+  terminate?(): void;
 }
 
 interface Registration {
@@ -96,6 +101,12 @@ export class Session implements DeliverySink {
   #starved = false;
   #unsent: Uint8Array[] = [];
   #unsentBytes = 0;
+  /**
+   * Set while the unsent bytes are over `maxOutgoingBytes`: the socket is not read (replies to
+   * what a client sends count too, so a client that never reads cannot make the broker queue
+   * PONGs and OKs without bound), and the connection is reset with SLOW_CONSUMER when it fires.
+   */
+  #slowTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #budget: HandshakeBudget;
   /** This session's share of `#budget.held`: its partial frame, until welcome. */
   #heldBeforeOpen = 0;
@@ -505,6 +516,7 @@ export class Session implements DeliverySink {
       }
       this.#unsent.shift();
     }
+    if (this.#slowTimer !== null && this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes) this.#resumeReading();
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -521,7 +533,43 @@ export class Session implements DeliverySink {
     }
     this.#unsent.push(bytes.slice());
     this.#unsentBytes += bytes.length;
+    if (this.#slowTimer === null && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) this.#stopReading();
   }
+
+  /** True while the socket is not read because the client does not read what it gets. */
+  get readPaused(): boolean {
+    return this.#slowTimer !== null;
+  }
+
+  #stopReading(): void {
+    const { slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#connection.pause?.();
+    this.#slowTimer = setTimeout(this.#slowConsumer, slowConsumerGraceMs);
+  }
+
+  #resumeReading(): void {
+    clearTimeout(this.#slowTimer!);
+    this.#slowTimer = null;
+    this.#connection.resume?.();
+  }
+
+  /**
+   * Closes a connection that did not read for `slowConsumerGraceMs`. It is reset, not ended: an
+   * orderly close would wait behind the bytes it does not read, and keep the socket open.
+   */
+  readonly #slowConsumer = (): void => {
+    this.#slowTimer = null;
+    if (this.state === "closed") return;
+    const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#fail(null, new KittenError(
+      "SLOW_CONSUMER",
+      `Cannot keep the connection of client "${this.clientId}": ${this.#unsentBytes} bytes unsent for more than ` +
+        `socketServer.slowConsumerGraceMs ${slowConsumerGraceMs} ms (maxOutgoingBytes ${maxOutgoingBytes})`,
+    ));
+    this.#unsent = [];
+    this.#unsentBytes = 0;
+    this.#connection.terminate?.();
+  };
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
   closed(): void {
@@ -529,6 +577,8 @@ export class Session implements DeliverySink {
     const wasOpen = this.state === "open";
     this.state = "closed";
     this.#releaseHandshakeBytes();
+    if (this.#slowTimer !== null) clearTimeout(this.#slowTimer);
+    this.#slowTimer = null;
     for (const registration of this.#registrations.values()) {
       if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
       this.#release(registration, [...registration.claims]);

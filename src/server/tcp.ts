@@ -86,6 +86,9 @@ function connectionOf(socket: Socket<SocketData>): Connection {
   return {
     write: (bytes) => socket.write(bytes),
     end: () => socket.end(),
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
+    terminate: () => socket.terminate(),
     get remoteAddress() {
       return socket.remoteAddress;
     },
