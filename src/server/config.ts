@@ -285,6 +285,20 @@ export function isLoopbackHost(host: string): boolean {
   return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
 }
 
+/**
+ * What makes this config unsafe to run as it is, in words for the log and `GET /status`: today,
+ * a client port other machines can reach with neither a broker token nor rules, so anyone who
+ * reaches it may read and write every channel.
+ */
+export function securityWarnings(config: Config): string[] {
+  const { host, token } = config.socketServer;
+  if (isLoopbackHost(host) || token !== null || config.rules.length > 0) return [];
+  return [
+    `socketServer.host ${JSON.stringify(host)} is reachable from other machines, and with no socketServer.token and no rules ` +
+    `any client that reaches it may read and write every channel: set a token, rules, or a loopback host`,
+  ];
+}
+
 /** Deep merge over the defaults: `socketServer` and `admin` key by key; lists and `channels` are replaced whole. */
 function mergeOverDefaults(input: Record<string, unknown>): Record<string, unknown> {
   const defaults = defaultConfig();

@@ -3,7 +3,7 @@
  */
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import { type Config, durableKey, loadConfigFile } from "./config.ts";
+import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
 import { listen } from "./tcp.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
@@ -24,6 +24,15 @@ function openStore(config: Config, logger: Logger): Store | null {
     commitIntervalMs: config.commitIntervalMs,
     logger,
   });
+}
+
+/** The reason an operator can act on, from Bun's "Failed to listen at HOST" and its errno code. */
+function whyNotListening(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (code === "EADDRINUSE") return "the port is in use (another process listens there)";
+  if (code === "EADDRNOTAVAIL") return "the address is not one of this machine's";
+  if (code === "EACCES") return "permission denied (ports below 1024 need privileges)";
+  return `${typeof code === "string" ? `${code}: ` : ""}${(error as Error)?.message ?? String(error)}`;
 }
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
@@ -60,7 +69,19 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   const broker = new Broker(config, { ...options, logger, store });
   // Recovery runs before the port opens: no client sees the broker half-loaded.
   if (store) broker.restore(store.load());
-  const listener = listen(broker);
+  let listener: ReturnType<typeof listen>;
+  try {
+    listener = listen(broker);
+  } catch (error) {
+    store?.close(); // its lock would keep a retry in this process from opening it
+    const { host, port } = config.socketServer;
+    throw new KittenError(
+      "CONFIG_INVALID",
+      `Cannot listen for clients on ${host}:${port} (socketServer.host, socketServer.port): ${whyNotListening(error)}`,
+      undefined,
+      { cause: error },
+    );
+  }
   let lastSample = broker.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
@@ -78,6 +99,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   }, TICK_MS);
   broker.log.info("broker", `serviceId=${config.serviceId};listening=${listener.hostname}:${listener.port};` +
     `role=${config.isMaster ? "master" : "slave"};started`);
+  for (const warning of securityWarnings(config)) broker.log.warn("security", warning);
   let stopped: Promise<void> | null = null;
   const configPath = options.configPath ?? null;
   return {
