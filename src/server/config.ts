@@ -13,6 +13,7 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
+import { jsonErrorPosition } from "./json_position.ts";
 import { compileSchemas } from "./schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
@@ -217,10 +218,13 @@ export function parseConfig(input: unknown, source = "config"): Config {
   }
   const merged = mergeOverDefaults(input);
   const result = v.safeParse(CONFIG_SCHEMA, merged, { abortPipeEarly: true });
-  const problems = result.issues?.map(toProblem) ?? [];
+  // valibot reports the first unknown key of an object only: every one is listed by the walk.
+  const problems = unknownKeyProblems(merged);
+  for (const issue of result.issues ?? []) if (!isUnknownKey(issue)) problems.push(toProblem(issue));
   problems.push(...crossFieldProblems(merged));
-  // Channel formats are compiled here too, so a bad `map` is reported with its path at load.
-  if (result.success) problems.push(...compileSchemas(result.output.channels).problems);
+  // Channel formats are compiled here too, so a bad `map` is reported with its path at load,
+  // together with every other problem of the file.
+  if (isPlainObject(merged.channels)) problems.push(...compileSchemas(merged.channels as Record<string, { map?: unknown }>).problems);
   if (problems.length > 0) throw configError(source, problems);
   return result.output as Config; // no issues, so the output is typed
 }
@@ -239,7 +243,9 @@ export async function loadConfigFile(path: string): Promise<Config> {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw configError(path, [{ path: "(file)", message: `not valid JSON: ${(error as Error).message}` }], error);
+    const where = jsonErrorPosition(text);
+    const at = where ? ` at line ${where.line}, column ${where.column} (found ${where.found})` : "";
+    throw configError(path, [{ path: "(file)", message: `not valid JSON${at}: ${(error as Error).message}` }], error);
   }
   const config = parseConfig(json, path);
   // The broker is started by systemd or by hand from any folder: relative to the file, not the cwd.
@@ -349,30 +355,43 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
   return problems;
 }
 
+function isUnknownKey(issue: v.BaseIssue<unknown>): boolean {
+  return issue.type === "strict_object" && issue.expected === "never" && issue.path?.at(-1)?.origin === "key";
+}
+
 function toProblem(issue: v.BaseIssue<unknown>): ConfigProblem {
   const items = issue.path ?? [];
   const path = formatPath(items.map((item) => item.key));
-  const last = items.at(-1);
-  if (issue.type === "strict_object" && last?.origin === "key") {
-    if (issue.expected === "never") {
-      const known = Object.keys(entriesAt(items.map((item) => item.key).slice(0, -1)));
-      const typo = String(last.key).toLowerCase();
-      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
-      const guess = known.find((key) => editDistance(key.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
-      return { path, message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" };
-    }
-    return { path, message: "is required" };
-  }
+  if (issue.type === "strict_object" && items.at(-1)?.origin === "key") return { path, message: "is required" };
   return { path, message: `${issue.message}: current value is ${show(issue.input)}` };
 }
 
-/** The schema entries of the object at `keys`, for "did you mean" hints. */
-function entriesAt(keys: unknown[]): Record<string, unknown> {
-  if (keys.length === 0) return CONFIG_ENTRIES;
-  if (keys[0] === "socketServer") return SOCKET_ENTRIES;
-  if (keys[0] === "rules") return RULE_ENTRIES;
-  if (keys[0] === "admin") return ADMIN_ENTRIES;
-  return CHANNEL_ENTRIES;
+const TLS_ENTRIES = { cert: null, key: null };
+
+/** Every key the schema does not know, in every object of the file, each with a "did you mean" hint. */
+function unknownKeyProblems(config: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const visit = (value: unknown, entries: Record<string, unknown>, keys: unknown[]) => {
+    if (!isPlainObject(value)) return;
+    for (const key of Object.keys(value)) {
+      if (Object.hasOwn(entries, key)) continue;
+      const typo = key.toLowerCase();
+      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
+      const guess = Object.keys(entries).find((known) => editDistance(known.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
+      problems.push({ path: formatPath([...keys, key]), message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" });
+    }
+  };
+  visit(config, CONFIG_ENTRIES, []);
+  for (const section of ["socketServer", "admin"] as const) {
+    const value = config[section];
+    visit(value, section === "admin" ? ADMIN_ENTRIES : SOCKET_ENTRIES, [section]);
+    if (isPlainObject(value)) visit(value.tls, TLS_ENTRIES, [section, "tls"]);
+  }
+  if (Array.isArray(config.rules)) config.rules.forEach((rule, index) => visit(rule, RULE_ENTRIES, ["rules", index]));
+  if (isPlainObject(config.channels)) {
+    for (const [queue, channel] of Object.entries(config.channels)) visit(channel, CHANNEL_ENTRIES, ["channels", queue]);
+  }
+  return problems;
 }
 
 /** `socketServer.port`, `rules[2].read[0]`; channel keys always as `channels["invoice/v1"]`. */

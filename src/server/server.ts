@@ -4,6 +4,7 @@
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
 import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
+import { checkReloadable } from "./restart_keys.ts";
 import { listen } from "./tcp.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
@@ -111,9 +112,18 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       if (configPath === null) {
         throw new KittenError("CONFIG_INVALID", "Cannot reload: the broker runs on the embedded defaults, with no config file");
       }
-      const next = await loadConfigFile(configPath);
-      broker.reload(next);
-      return next;
+      try {
+        const next = await loadConfigFile(configPath);
+        checkReloadable(broker.config, next, configPath);
+        broker.reload(next);
+        for (const warning of securityWarnings(next)) broker.log.warn("security", warning);
+        return next;
+      } catch (error) {
+        // However it was asked for (admin API, signal), the operator finds the refusal in the log.
+        const message = error instanceof KittenError ? error.message : String(error);
+        broker.log.error("broker", `reload refused, running config unchanged: ${message}`);
+        throw error;
+      }
     },
     async softStop(graceMs) {
       if (!broker.stopping) {
