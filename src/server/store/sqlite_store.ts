@@ -28,7 +28,10 @@
  * is confirmed) and later appends are still attempted, so the first commit that succeeds again
  * restores health. In batch mode the already confirmed batch stays pending and is retried every
  * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
- * removes and delivery counts are kept and retried in both modes.
+ * removes and delivery counts are kept and retried in both modes. A disk-full failure also
+ * checkpoints and truncates the WAL (at most once a second), so the WAL does not take back the
+ * space an operator frees. A disk already full at open does not stop the store from opening: it
+ * starts unhealthy, serves what it holds, and refuses new sends until a write succeeds.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
