@@ -128,6 +128,9 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     async softStop(graceMs) {
       if (!broker.stopping) {
         broker.stopping = true;
+        // Clients keep their sends from now on and send them again to the next broker they reach.
+        for (const session of broker.sessions) session.announceStopping();
+        broker.flush();
         broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
       }
       const deadline = broker.now() + graceMs;

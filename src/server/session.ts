@@ -412,6 +412,15 @@ export class Session implements DeliverySink {
     this.#push([OP.ROLE, { role: this.#broker.role, epoch: this.#broker.epoch, fenced: this.#broker.fencedBy !== null }]);
   }
 
+  /**
+   * Tells this client the broker is stopping (soft-stop): an ERROR STOPPING that answers no
+   * request. Sends are refused with STOPPING from now on, and the client keeps them.
+   */
+  announceStopping(): void {
+    if (this.state !== "open") return;
+    this.#push([OP.ERROR, null, "STOPPING", "The broker is stopping: it takes no new sends and closes once deliveries in flight are done"]);
+  }
+
   /** Fills every handler's free prefetch slots (the broker just became master). */
   pumpAll(): void {
     for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
