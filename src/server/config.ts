@@ -72,7 +72,7 @@ export function defaultConfig(): Config {
     registeredClientsPath: "clients", // the original's folder of pinned client keys
     keysDirectory: "keys", // the original's template value; its empty default crashed the broker
     keysName: "broker", // the original's template value
-    logsDirectory: "logs", // the original's default
+    logsDirectory: "logs", // compatibility only: accepted and unused; logs go to stdout/stderr (journald under systemd)
     dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
     durability: "fsync", // a confirmed send is on disk: survives kill -9 and power loss
     commitIntervalMs: 5, // batch mode: how often pending messages are committed
