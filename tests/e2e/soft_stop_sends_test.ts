@@ -81,3 +81,44 @@ it("e2e: soft-stop: sends beyond maxPendingMessages are refused with QUEUE_FULL 
   start(data, first.port);
   expect(await Promise.all(kept)).toEqual(Array(100).fill("confirmed"));
 });
+
+it("e2e: soft-stop: the sends a stopping master refused are confirmed by the slave promoted after it", async () => {
+  const root = dirs.make();
+  const master = start(join(root, "a", "data"));
+  const slave = startBroker(
+    parseConfig({
+      socketServer: { port: 0, host: "127.0.0.1" },
+      isManagementInterface: false,
+      isMaster: false,
+      durability: "fsync",
+      dataDirectory: join(root, "b", "data"),
+      registeredClientsPath: join(root, "b", "clients"),
+    }),
+    { logger: memoryLogger() },
+  );
+  undo.push(() => slave.stop());
+  const hosts = [`127.0.0.1:${master.port}@broker-1`, `127.0.0.1:${slave.port}@broker-1`];
+  const producer = new Client();
+  undo.push(() => producer.disconnect());
+  producer.on("error", () => {});
+  await producer.connect(clientOptions({ host: hosts[0]! }, { hosts }));
+  await waitFor(() => producer.status().every((s) => s.connected), 3000, "both hosts connected");
+  const holder = await client(hosts[0]!);
+  const held: Received[] = [];
+  await holder.consume("stop/v1/1", recorder(held, { ack: false })).ready;
+  await producer.send("stop/v1/1", { n: 0 });
+  await waitFor(() => held.length === 1);
+
+  const stopped = master.softStop(300);
+  await waitFor(() => master.broker.stopping);
+  const outcomes: string[] = [];
+  const during = Array.from({ length: 20 }, (_, i) =>
+    producer.send("stop/v1/1", { n: 1 + i }).then(() => outcomes.push("confirmed"), (error) => outcomes.push(error.code))
+  );
+  await stopped;
+  expect(outcomes).toEqual([]);
+  slave.broker.reload(parseConfig({ ...slave.broker.config, isMaster: true })); // the operator promotes it
+  await Promise.all(during);
+  expect(outcomes).toEqual(Array(20).fill("confirmed"));
+  expect(slave.broker.queues.get("stop/v1")?.live).toBe(21);
+});
