@@ -9,7 +9,7 @@
  *   POST /stop        202; the same with a 5 s bound, as SIGTERM
  */
 import { Hono } from "hono";
-import type { BrokerServer, Config } from "../server/mod.ts";
+import { type BrokerServer, type Config, securityWarnings } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
 
 /** How long soft-stop waits for in-flight deliveries (as SIGUSR1). */
@@ -82,6 +82,8 @@ export function status(server: BrokerServer) {
     },
     pollIntervalHTTP: broker.config.pollIntervalHTTP,
     cluster: broker.cluster.status(),
+    /** What makes the running config unsafe (also logged at start); empty when nothing does. */
+    warnings: securityWarnings(broker.config),
   };
 }
 

@@ -3,6 +3,7 @@
  * broker runs with (`--config FILE`; the embedded defaults without one). The state file written
  * by `start` gives the bound port (httpServerPort may be 0); the token comes from the config.
  */
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { KittenError } from "../protocol/errors.ts";
@@ -30,6 +31,10 @@ export interface Admin {
 const REQUEST_TIMEOUT_MS = 10_000;
 
 export async function findAdmin(configPath: string | undefined): Promise<Admin> {
+  // A mistyped path must not fall back to the defaults: they may well name another broker.
+  if (configPath !== undefined && !existsSync(configPath)) {
+    throw new CliError(`Cannot use --config "${configPath}": file not found`);
+  }
   const config = configPath ? await locatingConfig(configPath) : defaultConfig();
   const where = configPath ? `"${configPath}"` : "the embedded defaults (pass --config FILE)";
   if (!config.isManagementInterface) {

@@ -37,6 +37,11 @@ export const ERRORS = {
   TWO_MASTERS: { status: 409, fatal: false },
   /** The broker already holds `socketServer.maxConnections` connections. */
   TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
+  /**
+   * The connection's unsent bytes stayed over `socketServer.maxOutgoingBytes` for longer than
+   * `socketServer.slowConsumerGraceMs`: the client does not read what it asked for, and is closed.
+   */
+  SLOW_CONSUMER: { status: 503, fatal: true },
   /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
   STOPPING: { status: 503, fatal: false },
   /** The durable store cannot accept writes (disk full, read-only, I/O error). */

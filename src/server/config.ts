@@ -14,6 +14,7 @@ import { dirname, resolve } from "node:path";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
 import { parseHost } from "../protocol/host.ts";
+import { jsonErrorPosition } from "./json_position.ts";
 import { compileSchemas } from "./schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
@@ -55,7 +56,9 @@ export function defaultConfig(): Config {
       maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
       maxConnections: 10000, // one host cannot exhaust the broker's file descriptors
       handshakeTimeoutMs: 5000, // an unauthenticated connection holds resources for at most this long
+      maxUnauthenticatedBytes: 8388608, // 8 MiB: what all connections not yet welcomed may hold together
       maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
+      slowConsumerGraceMs: 10000, // unsent bytes over maxOutgoingBytes this long: SLOW_CONSUMER, closed (NATS's write deadline)
       tls: null, // plain TCP unless certificate and key files are given
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
@@ -70,7 +73,7 @@ export function defaultConfig(): Config {
     registeredClientsPath: "clients", // the original's folder of pinned client keys
     keysDirectory: "keys", // the original's template value; its empty default crashed the broker
     keysName: "broker", // the original's template value
-    logsDirectory: "logs", // the original's default
+    logsDirectory: "logs", // compatibility only: accepted and unused; logs go to stdout/stderr (journald under systemd)
     dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
     durability: "fsync", // a confirmed send is on disk: survives kill -9 and power loss
     commitIntervalMs: 5, // batch mode: how often pending messages are committed
@@ -160,7 +163,9 @@ const SOCKET_ENTRIES = {
   maxFrameSize: int(1024, 67108864),
   maxConnections: int(1, 1000000),
   handshakeTimeoutMs: int(100, 600000),
+  maxUnauthenticatedBytes: int(65536, 1073741824),
   maxOutgoingBytes: int(65536, 1073741824),
+  slowConsumerGraceMs: int(100, 3600000),
   // TLS on the client port: PEM file paths (relative to the config file).
   tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
   logs: str(),
@@ -250,10 +255,13 @@ export function parseConfig(input: unknown, source = "config"): Config {
   }
   const merged = mergeOverDefaults(input);
   const result = v.safeParse(CONFIG_SCHEMA, merged, { abortPipeEarly: true });
-  const problems = result.issues?.map(toProblem) ?? [];
+  // valibot reports the first unknown key of an object only: every one is listed by the walk.
+  const problems = unknownKeyProblems(merged);
+  for (const issue of result.issues ?? []) if (!isUnknownKey(issue)) problems.push(toProblem(issue));
   problems.push(...crossFieldProblems(merged));
-  // Channel formats are compiled here too, so a bad `map` is reported with its path at load.
-  if (result.success) problems.push(...compileSchemas(result.output.channels).problems);
+  // Channel formats are compiled here too, so a bad `map` is reported with its path at load,
+  // together with every other problem of the file.
+  if (isPlainObject(merged.channels)) problems.push(...compileSchemas(merged.channels as Record<string, { map?: unknown }>).problems);
   if (problems.length > 0) throw configError(source, problems);
   return result.output as Config; // no issues, so the output is typed
 }
@@ -272,7 +280,9 @@ export async function loadConfigFile(path: string): Promise<Config> {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw configError(path, [{ path: "(file)", message: `not valid JSON: ${(error as Error).message}` }], error);
+    const where = jsonErrorPosition(text);
+    const at = where ? ` at line ${where.line}, column ${where.column} (found ${where.found})` : "";
+    throw configError(path, [{ path: "(file)", message: `not valid JSON${at}: ${(error as Error).message}` }], error);
   }
   const config = parseConfig(json, path);
   // The broker is started by systemd or by hand from any folder: relative to the file, not the cwd.
@@ -316,6 +326,20 @@ export function durableKey(config: Config): string | null {
 export function isLoopbackHost(host: string): boolean {
   const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
   return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
+}
+
+/**
+ * What makes this config unsafe to run as it is, in words for the log and `GET /status`: today,
+ * a client port other machines can reach with neither a broker token nor rules, so anyone who
+ * reaches it may read and write every channel.
+ */
+export function securityWarnings(config: Config): string[] {
+  const { host, token } = config.socketServer;
+  if (isLoopbackHost(host) || token !== null || config.rules.length > 0) return [];
+  return [
+    `socketServer.host ${JSON.stringify(host)} is reachable from other machines, and with no socketServer.token and no rules ` +
+    `any client that reaches it may read and write every channel: set a token, rules, or a loopback host`,
+  ];
 }
 
 /** Deep merge over the defaults: `socketServer` and `admin` key by key; lists and `channels` are replaced whole. */
@@ -384,31 +408,47 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
   return problems;
 }
 
+function isUnknownKey(issue: v.BaseIssue<unknown>): boolean {
+  return issue.type === "strict_object" && issue.expected === "never" && issue.path?.at(-1)?.origin === "key";
+}
+
 function toProblem(issue: v.BaseIssue<unknown>): ConfigProblem {
   const items = issue.path ?? [];
   const path = formatPath(items.map((item) => item.key));
-  const last = items.at(-1);
-  if (issue.type === "strict_object" && last?.origin === "key") {
-    if (issue.expected === "never") {
-      const known = Object.keys(entriesAt(items.map((item) => item.key).slice(0, -1)));
-      const typo = String(last.key).toLowerCase();
-      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
-      const guess = known.find((key) => editDistance(key.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
-      return { path, message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" };
-    }
-    return { path, message: "is required" };
-  }
+  if (issue.type === "strict_object" && items.at(-1)?.origin === "key") return { path, message: "is required" };
   return { path, message: `${issue.message}: current value is ${show(issue.input)}` };
 }
 
-/** The schema entries of the object at `keys`, for "did you mean" hints. */
-function entriesAt(keys: unknown[]): Record<string, unknown> {
-  if (keys.length === 0) return CONFIG_ENTRIES;
-  if (keys[0] === "socketServer") return SOCKET_ENTRIES;
-  if (keys[0] === "rules") return RULE_ENTRIES;
-  if (keys[0] === "admin") return ADMIN_ENTRIES;
-  if (keys[0] === "cluster") return keys[1] === "etcd" ? ETCD_ENTRIES : CLUSTER_ENTRIES;
-  return CHANNEL_ENTRIES;
+const TLS_ENTRIES = { cert: null, key: null };
+
+/** Every key the schema does not know, in every object of the file, each with a "did you mean" hint. */
+function unknownKeyProblems(config: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const visit = (value: unknown, entries: Record<string, unknown>, keys: unknown[]) => {
+    if (!isPlainObject(value)) return;
+    for (const key of Object.keys(value)) {
+      if (Object.hasOwn(entries, key)) continue;
+      const typo = key.toLowerCase();
+      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
+      const guess = Object.keys(entries).find((known) => editDistance(known.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
+      problems.push({ path: formatPath([...keys, key]), message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" });
+    }
+  };
+  visit(config, CONFIG_ENTRIES, []);
+  if (isPlainObject(config.cluster)) {
+    visit(config.cluster, CLUSTER_ENTRIES, ["cluster"]);
+    visit(config.cluster.etcd, ETCD_ENTRIES, ["cluster", "etcd"]);
+  }
+  for (const section of ["socketServer", "admin"] as const) {
+    const value = config[section];
+    visit(value, section === "admin" ? ADMIN_ENTRIES : SOCKET_ENTRIES, [section]);
+    if (isPlainObject(value)) visit(value.tls, TLS_ENTRIES, [section, "tls"]);
+  }
+  if (Array.isArray(config.rules)) config.rules.forEach((rule, index) => visit(rule, RULE_ENTRIES, ["rules", index]));
+  if (isPlainObject(config.channels)) {
+    for (const [queue, channel] of Object.entries(config.channels)) visit(channel, CHANNEL_ENTRIES, ["channels", queue]);
+  }
+  return problems;
 }
 
 /** `socketServer.port`, `rules[2].read[0]`; channel keys always as `channels["invoice/v1"]`. */

@@ -4,7 +4,7 @@
  */
 export { startBroker, type BrokerServer } from "./server.ts";
 export { Broker, type BrokerOptions } from "./broker.ts";
-export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, type Config, type ConfigProblem } from "./config.ts";
+export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWarnings, type Config, type ConfigProblem } from "./config.ts";
 export type { Queue } from "./queue.ts";
 export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue_view.ts";
 export type { Session } from "./session.ts";

@@ -3,7 +3,8 @@
  */
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import { type Config, durableKey, loadConfigFile } from "./config.ts";
+import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
+import { checkReloadable } from "./restart_keys.ts";
 import { listen } from "./tcp.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
@@ -24,6 +25,15 @@ function openStore(config: Config, logger: Logger): Store | null {
     commitIntervalMs: config.commitIntervalMs,
     logger,
   });
+}
+
+/** The reason an operator can act on, from Bun's "Failed to listen at HOST" and its errno code. */
+function whyNotListening(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (code === "EADDRINUSE") return "the port is in use (another process listens there)";
+  if (code === "EADDRNOTAVAIL") return "the address is not one of this machine's";
+  if (code === "EACCES") return "permission denied (ports below 1024 need privileges)";
+  return `${typeof code === "string" ? `${code}: ` : ""}${(error as Error)?.message ?? String(error)}`;
 }
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
@@ -60,7 +70,19 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   const broker = new Broker(config, { ...options, logger, store });
   // Recovery runs before the port opens: no client sees the broker half-loaded.
   if (store) broker.restore(store.load());
-  const listener = listen(broker);
+  let listener: ReturnType<typeof listen>;
+  try {
+    listener = listen(broker);
+  } catch (error) {
+    store?.close(); // its lock would keep a retry in this process from opening it
+    const { host, port } = config.socketServer;
+    throw new KittenError(
+      "CONFIG_INVALID",
+      `Cannot listen for clients on ${host}:${port} (socketServer.host, socketServer.port): ${whyNotListening(error)}`,
+      undefined,
+      { cause: error },
+    );
+  }
   broker.cluster.start();
   let lastSample = broker.now();
   const timer = setInterval(() => {
@@ -80,6 +102,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   }, TICK_MS);
   broker.log.info("broker", `serviceId=${config.serviceId};listening=${listener.hostname}:${listener.port};` +
     `role=${config.isMaster ? "master" : "slave"};started`);
+  for (const warning of securityWarnings(config)) broker.log.warn("security", warning);
   let stopped: Promise<void> | null = null;
   const configPath = options.configPath ?? null;
   return {
@@ -91,18 +114,25 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       if (configPath === null) {
         throw new KittenError("CONFIG_INVALID", "Cannot reload: the broker runs on the embedded defaults, with no config file");
       }
-      const next = await loadConfigFile(configPath);
       try {
+        const next = await loadConfigFile(configPath);
+        checkReloadable(broker.config, next, configPath);
         broker.reload(next, options);
+        for (const warning of securityWarnings(next)) broker.log.warn("security", warning);
+        return next;
       } catch (error) {
-        broker.log.warn("broker", `reload refused: ${(error as Error).message}`);
+        // However it was asked for (admin API, signal), the operator finds the refusal in the log.
+        const message = error instanceof KittenError ? error.message : String(error);
+        broker.log.error("broker", `reload refused, running config unchanged: ${message}`);
         throw error;
       }
-      return next;
     },
     async softStop(graceMs) {
       if (!broker.stopping) {
         broker.stopping = true;
+        // Clients keep their sends from now on and send them again to the next broker they reach.
+        for (const session of broker.sessions) session.announceStopping();
+        broker.flush();
         broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
         await broker.cluster.resign().catch((error) => broker.log.warn("cluster", `cannot resign: ${error.message}`));
       }

@@ -49,6 +49,11 @@ export interface Connection {
   /** Closes after pending bytes are sent. */
   end(): void;
   readonly remoteAddress: string;
+  /** Stops reading from the socket (the peer then meets TCP backpressure) until `resume()`. */
+  pause?(): void;
+  resume?(): void;
+  /** Closes at once, dropping what is not sent (a reset). */
+  terminate?(): void;
 }
 
 interface Registration {
@@ -56,6 +61,22 @@ interface Registration {
   queue: Queue;
   /** Ids this registration owns through an exclusive (`!`) rule; released when it goes. */
   claims: Set<string>;
+}
+
+/**
+ * Largest frame accepted before `welcome`. Handshake frames (hello with a client id and token,
+ * auth with a signed token and a public key) take a few hundred bytes: anyone who can reach the
+ * port may send them, so a connection that has not proved who it is cannot make the broker
+ * buffer a `maxFrameSize` frame.
+ */
+export const HANDSHAKE_MAX_FRAME_SIZE = 16 * 1024;
+
+/**
+ * Bytes that the connections not yet welcomed hold together (partial handshake frames), shared by
+ * every session of one listener and bounded by `socketServer.maxUnauthenticatedBytes`.
+ */
+export interface HandshakeBudget {
+  held: number;
 }
 
 /**
@@ -87,11 +108,21 @@ export class Session implements DeliverySink, ReplicaLink {
   #starved = false;
   #unsent: Uint8Array[] = [];
   #unsentBytes = 0;
+  /**
+   * Set while the unsent bytes are over `maxOutgoingBytes`: the socket is not read (replies to
+   * what a client sends count too, so a client that never reads cannot make the broker queue
+   * PONGs and OKs without bound), and the connection is reset with SLOW_CONSUMER when it fires.
+   */
+  #slowTimer: ReturnType<typeof setTimeout> | null = null;
+  readonly #budget: HandshakeBudget;
+  /** This session's share of `#budget.held`: its partial frame, until welcome. */
+  #heldBeforeOpen = 0;
 
-  constructor(broker: Broker, connection: Connection) {
+  constructor(broker: Broker, connection: Connection, budget: HandshakeBudget = { held: 0 }) {
     this.#broker = broker;
     this.#connection = connection;
-    this.#decoder = new FrameDecoder(broker.config.socketServer.maxFrameSize);
+    this.#budget = budget;
+    this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
 
   get isClosed(): boolean {
@@ -101,11 +132,40 @@ export class Session implements DeliverySink, ReplicaLink {
   /** Feeds bytes from the socket. */
   receive(chunk: Uint8Array): void {
     if (this.state === "closed") return;
+    if (this.state !== "open") return this.#receiveBeforeOpen(chunk);
     try {
       this.#decoder.each(chunk, this.#visit);
     } catch (error) {
       this.#fail(null, error); // an oversized length prefix
     }
+  }
+
+  /** Handshake frames: small ones only, and what is left partial counts against the shared budget. */
+  #receiveBeforeOpen(chunk: Uint8Array): void {
+    try {
+      this.#decoder.each(chunk, this.#visit);
+    } catch (error) {
+      const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
+      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `${error.message}: the largest frame accepted before welcome`) : error);
+    }
+    if (this.state === "open" || this.state === "closed") return;
+    const held = this.#decoder.pendingBytes;
+    this.#budget.held += held - this.#heldBeforeOpen;
+    this.#heldBeforeOpen = held;
+    const limit = this.#broker.config.socketServer.maxUnauthenticatedBytes;
+    if (held > 0 && this.#budget.held > limit) {
+      this.#fail(null, new KittenError(
+        "TOO_MANY_CONNECTIONS",
+        `Cannot buffer a handshake frame: connections not yet welcomed hold ${this.#budget.held} bytes, ` +
+          `more than socketServer.maxUnauthenticatedBytes ${limit}`,
+      ));
+    }
+  }
+
+  /** Gives back this session's share of the handshake budget (it was welcomed, or it closed). */
+  #releaseHandshakeBytes(): void {
+    this.#budget.held -= this.#heldBeforeOpen;
+    this.#heldBeforeOpen = 0;
   }
 
   /** Handles the frame `data[start, end)`; false once the session is closed. */
@@ -216,6 +276,8 @@ export class Session implements DeliverySink, ReplicaLink {
     if (this.state !== "verifying") return; // closed meanwhile
     const config = this.#broker.config;
     this.state = "open";
+    this.#releaseHandshakeBytes();
+    this.#decoder.maxFrameSize = config.socketServer.maxFrameSize;
     this.#push([OP.WELCOME, {
       server: config.serviceId,
       serviceId: config.serviceId,
@@ -397,6 +459,15 @@ export class Session implements DeliverySink, ReplicaLink {
     this.#push([OP.ROLE, { role: this.#broker.role, epoch: this.#broker.epoch, fenced: this.#broker.fencedBy !== null }]);
   }
 
+  /**
+   * Tells this client the broker is stopping (soft-stop): an ERROR STOPPING that answers no
+   * request. Sends are refused with STOPPING from now on, and the client keeps them.
+   */
+  announceStopping(): void {
+    if (this.state !== "open") return;
+    this.#push([OP.ERROR, null, "STOPPING", "The broker is stopping: it takes no new sends and closes once deliveries in flight are done"]);
+  }
+
   /** Fills every handler's free prefetch slots (the broker just became master). */
   pumpAll(): void {
     for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
@@ -502,6 +573,7 @@ export class Session implements DeliverySink, ReplicaLink {
       this.#unsent.shift();
     }
     if (this.#replicating) this.#broker.cluster.replication.drained(this);
+    if (this.#slowTimer !== null && this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes) this.#resumeReading();
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -518,13 +590,52 @@ export class Session implements DeliverySink, ReplicaLink {
     }
     this.#unsent.push(bytes.slice());
     this.#unsentBytes += bytes.length;
+    if (this.#slowTimer === null && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) this.#stopReading();
   }
+
+  /** True while the socket is not read because the client does not read what it gets. */
+  get readPaused(): boolean {
+    return this.#slowTimer !== null;
+  }
+
+  #stopReading(): void {
+    const { slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#connection.pause?.();
+    this.#slowTimer = setTimeout(this.#slowConsumer, slowConsumerGraceMs);
+  }
+
+  #resumeReading(): void {
+    clearTimeout(this.#slowTimer!);
+    this.#slowTimer = null;
+    this.#connection.resume?.();
+  }
+
+  /**
+   * Closes a connection that did not read for `slowConsumerGraceMs`. It is reset, not ended: an
+   * orderly close would wait behind the bytes it does not read, and keep the socket open.
+   */
+  readonly #slowConsumer = (): void => {
+    this.#slowTimer = null;
+    if (this.state === "closed") return;
+    const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#fail(null, new KittenError(
+      "SLOW_CONSUMER",
+      `Cannot keep the connection of client "${this.clientId}": ${this.#unsentBytes} bytes unsent for more than ` +
+        `socketServer.slowConsumerGraceMs ${slowConsumerGraceMs} ms (maxOutgoingBytes ${maxOutgoingBytes})`,
+    ));
+    this.#unsent = [];
+    this.#unsentBytes = 0;
+    this.#connection.terminate?.();
+  };
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
   closed(): void {
     if (this.state === "closed") return;
     const wasOpen = this.state === "open";
     this.state = "closed";
+    this.#releaseHandshakeBytes();
+    if (this.#slowTimer !== null) clearTimeout(this.#slowTimer);
+    this.#slowTimer = null;
     for (const registration of this.#registrations.values()) {
       if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
       this.#release(registration, [...registration.claims]);

@@ -194,9 +194,6 @@ export class Cluster {
   /** Applies a checked reload: the new config is already in place. */
   applyReload(previous: Config, promotedEpoch: number | null, force: boolean): void {
     const wasMaster = previous.cluster.etcd !== null ? this.#elected && this.fencedBy === null : previous.isMaster && this.fencedBy === null;
-    if (this.automatic !== (previous.cluster.etcd !== null)) {
-      this.host.log.warn("cluster", "cluster.etcd changed: it applies at the next start");
-    }
     if (promotedEpoch !== null) {
       this.host.store?.setMeta("epoch", promotedEpoch);
       this.epoch = promotedEpoch;

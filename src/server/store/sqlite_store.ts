@@ -6,8 +6,8 @@
  * turn writes everything gathered since the last one, so one fsync serves every message that
  * arrived meanwhile. bun:sqlite is synchronous, so a commit blocks the loop for its duration, once
  * per batch and not per message: about 1.2 µs per row plus about 1 ms for COMMIT (WAL write and
- * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every ~4 MB) adds 10–20 ms to one commit
- * (scripts/store_probe.ts).
+ * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every 1 MiB of WAL, which is then cut
+ * back to 1 MiB) adds a few ms to one commit (scripts/store_probe.ts).
  *
  * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
@@ -28,7 +28,10 @@
  * is confirmed) and later appends are still attempted, so the first commit that succeeds again
  * restores health. In batch mode the already confirmed batch stays pending and is retried every
  * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
- * removes and delivery counts are kept and retried in both modes.
+ * removes and delivery counts are kept and retried in both modes. A disk-full failure also
+ * checkpoints and truncates the WAL (at most once a second), so the WAL does not take back the
+ * space an operator frees. A disk already full at open does not stop the store from opening: it
+ * starts unhealthy, serves what it holds, and refuses new sends until a write succeeds.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
@@ -96,6 +99,13 @@ interface Batch {
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
 
+/** WAL pages (4 KiB) between automatic checkpoints: 1 MiB. */
+export const WAL_CHECKPOINT_PAGES = 256;
+/** The WAL file is cut back to this size (bytes) when a checkpoint resets it. */
+export const WAL_SIZE_LIMIT = 1024 * 1024;
+/** After a disk-full failure, how often a checkpoint may try to give WAL space back. */
+const RECLAIM_INTERVAL_MS = 1000;
+
 export class SqliteStore implements Store {
   readonly directory: string;
   readonly mode: DurableMode;
@@ -143,6 +153,10 @@ export class SqliteStore implements Store {
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
   #closed = false;
+  /** When the WAL was last checkpointed after a disk-full failure (performance.now()). */
+  #reclaimedAt = -Infinity;
+  /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
+  #probedAt = -Infinity;
 
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
@@ -161,13 +175,26 @@ export class SqliteStore implements Store {
       const journal = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
       if (journal?.journal_mode !== "wal") throw new Error(`WAL mode refused (journal_mode=${journal?.journal_mode})`);
       db.run("PRAGMA synchronous = FULL");
-      db.run("PRAGMA journal_size_limit = 67108864");
+      // The WAL is copied into the database every WAL_CHECKPOINT_PAGES pages and cut back to
+      // WAL_SIZE_LIMIT after it: on a small or nearly full disk, a WAL left to grow would hold
+      // the space that new messages (and the deletes of acks) need.
+      db.run(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+      db.run(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
       const found = migrate(db, { directory: this.directory });
       if (found !== 0 && found < STORE_VERSION) {
         this.#log.info("store", `directory=${this.directory};from=${found};to=${STORE_VERSION};store upgraded`);
       }
-      // A write on every open takes the exclusive lock now, not at the first message.
-      setMeta(db, "opened", Date.now());
+      // A write on every open takes the exclusive lock now, not at the first message. On a full
+      // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
+      // sends are refused until a commit succeeds again.
+      try {
+        setMeta(db, "opened", Date.now());
+      } catch (error) {
+        if (!isDiskFull(error)) throw error;
+        this.#healthy = false;
+        this.#lastError = describe(error);
+        this.#log.error("store", `directory=${this.directory};disk full at open: messages are served, sends refused until space returns`);
+      }
       this.#nextSeq = db.query<{ seq: number }, []>(SQL.maxSeq).get()!.seq + 1;
     } catch (error) {
       try {
@@ -209,7 +236,7 @@ export class SqliteStore implements Store {
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
   append(message: StoredMessage, mode: DurableMode = this.mode): void | Promise<void> {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
-    if (mode === "batch" && !this.#healthy) {
+    if (mode === "batch" && !this.#healthy && !this.#probe()) {
       // Batch mode confirms at once: while the disk fails, the only honest answer is no.
       this.stats.refused++;
       throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
@@ -434,6 +461,7 @@ export class SqliteStore implements Store {
   #failed(error: unknown, batch: Batch | null): void {
     const failure = this.#unavailable(error);
     this.stats.failedCommits++;
+    if (isDiskFull(error)) this.#reclaim();
     this.#lastError = describe(error);
     if (this.#healthy) {
       this.#healthy = false;
@@ -450,6 +478,49 @@ export class SqliteStore implements Store {
     batch?.reject(failure);
     if (!this.#closed && this.pending > 0) this.#scheduleTimer(this.#retryIntervalMs);
   }
+
+  /**
+   * Unhealthy with nothing pending (the disk was full at open, or every failed append was
+   * rejected): no retry will come, so a batch-mode append tries one small write itself, at most
+   * once per retry interval. True when the store can write again.
+   */
+  #probe(): boolean {
+    const now = performance.now();
+    if (this.pending > 0 || now - this.#probedAt < this.#retryIntervalMs) return false;
+    this.#probedAt = now;
+    try {
+      setMeta(this.#db, "opened", Date.now());
+    } catch (error) {
+      this.#lastError = describe(error);
+      return false;
+    }
+    this.#healthy = true;
+    this.#log.info("store", `directory=${this.directory};store writable again`);
+    return true;
+  }
+
+  /**
+   * The disk is full: copies the WAL into the database and truncates it, which gives back the
+   * space of every superseded page version once the disk has room for the copy. Tried at most
+   * once per RECLAIM_INTERVAL_MS: while the disk stays full each attempt fails quickly.
+   */
+  #reclaim(): void {
+    const now = performance.now();
+    if (now - this.#reclaimedAt < RECLAIM_INTERVAL_MS) return;
+    this.#reclaimedAt = now;
+    try {
+      const result = this.#db.query<{ busy: number; log: number; checkpointed: number }, []>("PRAGMA wal_checkpoint(TRUNCATE)").get();
+      if (result?.busy === 0) this.#log.info("store", `directory=${this.directory};disk full: WAL checkpointed and truncated`);
+    } catch {
+      // Still no room for the copy: the next failed commit tries again.
+    }
+  }
+}
+
+/** SQLITE_FULL: the disk (or the quota) has no room for the write. */
+function isDiskFull(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_FULL");
 }
 
 /** `SQLITE_FULL: database or disk is full` from a SQLiteError, the message of anything else. */
