@@ -100,6 +100,8 @@ const received = new Map<number, number>();
 const rejections = new Map<string, number>();
 /** Milliseconds from each kill to the first send confirmed afterwards. */
 const failoverTimes: number[] = [];
+/** Manual mode: kills after which no slave was in sync, so the master was restarted instead. */
+let restarts = 0;
 let sent = 0;
 let pending = 0;
 let publishing = true;
@@ -197,12 +199,20 @@ function currentMaster(promoted: Node | null): Node | undefined {
   return nodes.find((node) => node.running && node.saysMaster);
 }
 
-/** Manual mode: an operator promotes a slave that says it is in sync (waiting for one if none is yet). */
-async function promoteInSync(killed: Node): Promise<{ node: Node; epoch: number }> {
+/**
+ * Manual mode: an operator promotes a slave that says it is in sync. When none is (both were
+ * still catching up from the master just killed), promoting one could lose what the master
+ * confirmed: the operator restarts the master instead, as a broker that cannot be promoted says.
+ */
+async function promoteInSync(killed: Node): Promise<{ node: Node; epoch: number; restarted: boolean }> {
   const candidates = () => nodes.filter((node) => node !== killed && node.running && (!PEERS || node.syncState === "in-sync"));
-  await waitFor(() => candidates().length > 0, 60_000, "a slave in sync to promote");
+  const found = await waitFor(() => candidates().length > 0, 10_000, "a slave in sync to promote").then(() => true, () => false);
+  if (!found) {
+    await killed.start();
+    return { node: killed, epoch: NaN, restarted: true };
+  }
   const node = candidates()[0]!;
-  return { node, epoch: await node.promote() };
+  return { node, epoch: await node.promote(), restarted: false };
 }
 
 async function cycle(index: number, promoted: Node | null): Promise<Node> {
@@ -218,16 +228,20 @@ async function cycle(index: number, promoted: Node | null): Promise<Node> {
   await Promise.all([master.kill(), childPublisher?.kill()]);
   let next: Node;
   let epoch = NaN;
+  let restarted = false;
   if (AUTO) {
     await waitFor(() => nodes.some((node) => node !== master && node.running && node.saysMaster), 60_000, "a new master elected");
     next = currentMaster(null)!;
     epoch = Number([...next.output().matchAll(/elected master through etcd;epoch=(\d+)/g)].at(-1)?.[1] ?? NaN);
   } else {
-    ({ node: next, epoch } = await promoteInSync(master));
+    ({ node: next, epoch, restarted } = await promoteInSync(master));
+    if (restarted) restarts++;
   }
   if (!childPublisher) await waitFor(() => failoverTimes.length > measured, 60_000, "a send confirmed by the new master");
-  if (!AUTO) master.setMaster(false);
-  await master.start(); // back as a slave: it catches up from the new master
+  if (!restarted) {
+    if (!AUTO) master.setMaster(false);
+    await master.start(); // back as a slave: it catches up from the new master
+  }
   if (childPublisher) await childPublisher.start();
   else {
     for (const mq of [publisher, consumer]) {
@@ -236,7 +250,7 @@ async function cycle(index: number, promoted: Node | null): Promise<Node> {
   }
   console.log(
     `cycle ${index}: ran ${ran} ms, ${confirmedCount() - before} confirmed, ${inFlight} sends in flight at kill -9 of ` +
-      `${master.name}; ${next.name} ${AUTO ? "elected" : "promoted"} (epoch ${epoch})` +
+      `${master.name}; ${restarted ? `no slave in sync: ${master.name} restarted as master` : `${next.name} ${AUTO ? "elected" : "promoted"} (epoch ${epoch})`}` +
       `${childPublisher ? "" : `, confirming again after ${Math.round(failoverTimes.at(-1)!)} ms`}; ` +
       `${confirmedCount()} confirmed, ${received.size} delivered so far`,
   );
@@ -314,6 +328,7 @@ async function main(): Promise<number> {
     console.log(`failover time (kill -9 → first send confirmed by the new master): p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms`);
   }
   if (lost.length > 0) console.log(`lost (first ${Math.min(20, lost.length)}): ${lost.slice(0, 20).join(", ")}`);
+  if (restarts > 0) console.log(`of the ${failovers} kills, ${restarts} found no slave in sync: the master was restarted`);
   console.log(`failovers: ${failovers}, confirmed: ${expected.size}, lost: ${lost.length}, duplicates: ${duplicates}`);
   return lost.length > 0 ? 1 : 0;
 }
@@ -346,7 +361,7 @@ try {
 } catch (error) {
   console.error(`failover: ${(error as Error)?.stack ?? error}`);
   for (const node of nodes) {
-    const tail = node.output().trim().split("\n").slice(-5).join("\n    ");
+    const tail = node.output().trim().split("\n").filter((line) => line.includes("[cluster")).slice(-12).join("\n    ");
     if (tail) console.error(`  ${node.name} last lines:\n    ${tail}`);
   }
 } finally {
