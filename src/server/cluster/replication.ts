@@ -27,6 +27,8 @@ export interface ReplicationOptions {
   publishIsr?: (members: string[]) => Promise<void> | void;
   /** This broker's serviceId, first member of the in-sync set. */
   self: () => string;
+  /** Bytes of live entries a replica may have waiting before its link is cut (default 256 MiB). */
+  maxQueuedBytes?: number;
 }
 
 export interface ReplicaStatus {
@@ -79,7 +81,8 @@ export class Replication {
       if (replica.id === link.peerId) this.detach(other);
     }
     this.#flushRemovals();
-    const replica = new Replica(link, snapshot, this.#index, MAX_QUEUED_BYTES, this.options.now());
+    const bound = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
+    const replica = new Replica(link, snapshot, this.#index, bound, this.options.now());
     this.#replicas.set(link, replica);
     this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.length} messages;index=${this.#index}`);
     replica.pump();
