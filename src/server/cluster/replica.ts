@@ -26,6 +26,8 @@ export interface ReplicaLink {
 
 /** How many bytes a replica's socket may hold before the stream waits for `drain`. */
 const WRITE_WINDOW = 1 << 20;
+/** Lag samples kept per replica: 4,096 × 5 ms covers 20 s of silence at full detail. */
+const MAX_SAMPLES = 4_096;
 /** Snapshot messages encoded per pump step: the event loop keeps serving clients meanwhile. */
 const SNAPSHOT_STEP = 2_000;
 
@@ -96,8 +98,9 @@ export class Replica {
     this.#outboxBytes += bytes.length;
     // The newest sample is still queued unless acks took every sample out.
     const last = this.#queuedAt.length > 0 ? this.#lastSample : null;
-    // One sample per few milliseconds is enough to measure a lag in milliseconds.
-    if (last === null || now - last[1] >= 5) {
+    // One sample per few milliseconds is enough to measure a lag in milliseconds; a replica that
+    // acknowledges nothing for long keeps its oldest samples (its lag) and no more.
+    if (last === null || (now - last[1] >= 5 && this.#queuedAt.length < MAX_SAMPLES)) {
       this.#lastSample = [index, now];
       this.#queuedAt.push(this.#lastSample);
     } else last[0] = index;
