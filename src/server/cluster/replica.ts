@@ -81,6 +81,11 @@ export class Replica {
     return this.#snapshotTotal;
   }
 
+  /** Nothing waits for its socket: no snapshot left, no live entry queued. */
+  get idle(): boolean {
+    return this.#snapshot === null && this.#outbox.length === 0;
+  }
+
   /** Log entries queued to it and not acknowledged yet. */
   get lagEntries(): number {
     return Math.max(0, this.queuedIndex - this.acked);

@@ -61,6 +61,8 @@ export class Replication {
   #publishing = false;
   /** The in-sync set last recorded, to publish only changes. */
   #published = "";
+  /** Replicas that may have entries waiting for their socket (0: flush() has nothing to do). */
+  #waiting = 0;
   /** The last recording failed: tick() tries again, and nothing is confirmed until it succeeds. */
   #publishFailed = false;
 
@@ -86,6 +88,7 @@ export class Replication {
     this.#replicas.set(link, replica);
     this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.length} messages;index=${this.#index}`);
     replica.pump();
+    if (!replica.idle) this.#waiting++;
   }
 
   /** The link closed. */
@@ -123,7 +126,9 @@ export class Replication {
     const bytes = appendFrame(index, message);
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
-      if (replica.queue(index, bytes, now)) replica.pump();
+      if (!replica.queue(index, bytes, now)) continue;
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
     }
     return index;
   }
@@ -169,15 +174,26 @@ export class Replication {
     this.#advance();
   }
 
-  /** Writes pending removals and what waits for each replica's socket. */
+  /**
+   * Goes on with what waits for a replica's socket (the rest of a snapshot, entries queued while
+   * it was full). Called after every burst, so it costs nothing when every replica is idle;
+   * removals wait for the next tick (or a full batch): a slave drops them a little later, in
+   * frames of many ids.
+   */
   flush(): void {
-    this.#flushRemovals();
-    for (const replica of this.#replicas.values()) replica.pump();
+    if (this.#waiting === 0) return;
+    this.#waiting = 0;
+    for (const replica of this.#replicas.values()) {
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
   }
 
   /** A replica's socket drained: the stream goes on. */
   drained(link: ReplicaLink): void {
-    this.#replicas.get(link)?.pump();
+    const replica = this.#replicas.get(link);
+    replica?.pump();
+    if (replica && !replica.idle) this.#waiting++;
   }
 
   /** Drops from the in-sync set the replicas that acknowledged nothing for `maxLagMs`. */
@@ -198,6 +214,8 @@ export class Replication {
       this.#tellInSync(replica);
     }
     if (changed) this.#isrChanged();
+    this.#flushRemovals();
+    this.#waiting++; // a replica whose socket drained without an event is looked at once per tick
     this.flush();
   }
 
@@ -242,7 +260,11 @@ export class Replication {
     const index = ++this.#index;
     const bytes = removeFrame(index, ids);
     const now = this.options.now();
-    for (const replica of this.#replicas.values()) replica.queue(index, bytes, now);
+    for (const replica of this.#replicas.values()) {
+      if (!replica.queue(index, bytes, now)) continue;
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
   }
 
   /** Confirms every waiting send that every in-sync replica now holds. */

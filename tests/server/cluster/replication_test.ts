@@ -178,13 +178,13 @@ describe("Replication", () => {
     expect(link.failed).toContain('Cannot keep replicating to "s1": ');
   });
 
-  it("Replication batches removals in one REMOVE entry per flush", () => {
+  it("Replication batches the removals of one tick in one REMOVE entry", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
     replication.attach(link, []);
     replication.remove("a");
     replication.remove("b");
-    replication.flush();
+    replication.tick();
     expect(link.frames.at(-1)?.slice(0, 1).concat([link.frames.at(-1)![2]])).toEqual([OP.REMOVE, ["a", "b"]]);
   });
 });
