@@ -2,6 +2,7 @@
  * `npm run bench`: throughput and publish→deliver latency of Kitten-MQ on loopback.
  *
  *   bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]
+ *                        [--backlog-count N]
  *
  * Every run starts a fresh broker subprocess (`bun src/cli/main.ts start --config <tmp>`, port 0)
  * and separate client processes (`scripts/bench_client.ts`), so the CPU of the clients competes
@@ -18,6 +19,9 @@
  *                   both hosts, send to both and mirror their acks to the slave; shown as % of (a)
  *   (f2) replicated (f) with both brokers in fsync mode, replicating over their peer link, and
  *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
+ *   (g) backlog     fill 20,000,000 messages (--backlog-count; 200,000 with --quick) into one fsync
+ *                   queue with no consumer, kill -9, restart, drain with one consumer (prefetch
+ *                   1000); run once (scripts/bench/backlog.ts)
  *
  * Figures are taken at steady state: the first 25% of the messages of (a), (b), (d)–(f) and the
  * first 10 s of (c) are warm-up (JIT compilation), left out of the rate and the latency; the
@@ -37,6 +41,7 @@ import { CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
 import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.ts";
 import type { Median, RunResult } from "./bench/results.ts";
 import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
+import { backlogVerdicts, runBacklog } from "./bench/backlog.ts";
 
 // ── arguments ──────────────────────────────────────────────────────────────────────────────────
 
@@ -49,6 +54,7 @@ const { values: args } = parseArgs({
     timeout: { type: "string" },
     json: { type: "string" },
     profile: { type: "string" },
+    "backlog-count": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -60,7 +66,9 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,f,f2,b,c,d,e").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,f,f2,b,c,d,e,g").split(",").map((s) => s.trim()));
+const BACKLOG_COUNT = args["backlog-count"] ? Number(args["backlog-count"]) : QUICK ? 200_000 : 20_000_000;
+if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeError(`--backlog-count must be a positive integer: ${args["backlog-count"]}`);
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 300_000, b: 300_000, rate: 5_000, seconds: 10, warmup: 10 };
@@ -332,6 +340,24 @@ async function main(): Promise<number> {
       failedRuns: RUNS - runs.length,
       ...(floorP99 !== null ? { floor: { p99Median: floorP99, runs: floors } } : {}),
     };
+  }
+  if (ONLY.has("g")) {
+    console.log(`(g) backlog: fill ${fmt(BACKLOG_COUNT)} messages (fsync, no consumer), kill -9, restart, drain with 1 consumer (prefetch 1000)`);
+    try {
+      const backlog = await runBacklog(BACKLOG_COUNT, (line) => console.log(`  ${line}`));
+      const checks = backlogVerdicts(backlog);
+      for (const check of checks) console.log(`  ${check.pass ? "PASS" : "MISS"} ${check.line}`);
+      const missed = checks.filter((check) => !check.pass).length;
+      const line = `g: ${missed === 0 ? "PASS" : `MISS (${missed} of ${checks.length})`} (fill ${fmt(backlog.fillRate)} msg/s, ` +
+        `drain ${fmt(backlog.drainRate)} msg/s, restart ${backlog.restartMs.toFixed(0)} ms, lost ${backlog.lost})`;
+      console.log(`  ${line}\n`);
+      verdicts.push(line);
+      results.g = { title: "(g) backlog", pass: missed === 0, ...backlog };
+    } catch (error) {
+      failures++;
+      console.log(`  FAILED: ${(error as Error).message}\n`);
+      verdicts.push(`g: MISS (failed: ${(error as Error).message})`);
+    }
   }
   console.log(`summary\n  ${verdicts.join("\n  ")}`);
 

@@ -7,4 +7,4 @@
  */
 export const VERSION = "0.1.0";
 export const PROTOCOL_VERSION = 1;
-export const STORE_VERSION = 2;
+export const STORE_VERSION = 3;

@@ -77,6 +77,7 @@ export function renderMetrics(server: BrokerServer): string {
       (["ready", "inflight", "delayed", "waiting"] as const).map((state): Sample => [{ queue, state }, depth[state]])
     ),
   );
+  renderStoreGauges(out, server, queues);
   const handlers = queues.map((q) => [q.name, handlersInfo(q)] as const);
   out.metric("kitten_mq_queue_consumers", "gauge", "Consumer registrations on a queue", handlers.map(([queue, list]) => [
     { queue },
@@ -87,6 +88,29 @@ export function renderMetrics(server: BrokerServer): string {
     new Set(list.filter((h) => h.kind === "listen").map((h) => h.group)).size,
   ]));
   return out.toString();
+}
+
+/** What each queue keeps on disk and how much of it is paged (durable queues; zeros for the others). */
+function renderStoreGauges(out: Exposition, server: BrokerServer, queues: Queue[]): void {
+  const { broker } = server;
+  const usage = queues.map((q) => [q.name, broker.diskUsage(q.name)] as const);
+  out.metric("kitten_mq_queue_disk_bytes", "gauge", "Estimated bytes a queue's messages take in the store", usage.map(([queue, u]) => [
+    { queue },
+    u.bytes,
+  ]));
+  out.metric("kitten_mq_queue_disk_messages", "gauge", "Messages of a queue in the store", usage.map(([queue, u]) => [{ queue }, u.messages]));
+  out.metric(
+    "kitten_mq_queue_paged_messages",
+    "gauge",
+    "Messages of a durable queue kept only in the store, beyond its memoryBudgetBytes",
+    queues.map((q) => [{ queue: q.name }, q.backlog.count]),
+  );
+  const free = broker.disk?.free;
+  if (free !== null && free !== undefined) {
+    out.metric("kitten_mq_store_disk_free_bytes", "gauge", "Free bytes on the disk of the data directory (minFreeDiskBytes refuses sends below it)", [
+      [{}, free],
+    ]);
+  }
 }
 
 export function metricsRoutes(server: BrokerServer): Hono {

@@ -28,7 +28,7 @@ export function queueRoutes(server: BrokerServer): Hono {
 
   app.get("/", (c) => {
     const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
-    return c.json({ queues: queues.map((queue) => queueSummary(queue)) });
+    return c.json({ queues: queues.map((queue) => queueSummary(queue, broker)) });
   });
 
   app.get("/:endpoint/:version", (c) => {
@@ -37,7 +37,7 @@ export function queueRoutes(server: BrokerServer): Hono {
     const ids = [...depthById(queue)].map(([id, depth]) => ({ id, ...depth })).sort((a, b) => a.id.localeCompare(b.id));
     const handlers = handlersInfo(queue).map((handler) => handlerView(handler, sessions));
     return c.json({
-      ...queueSummary(queue),
+      ...queueSummary(queue, broker),
       live: queue.live,
       ids,
       consumers: handlers.filter((handler) => handler.kind === "consume"),
@@ -84,12 +84,18 @@ export function queueRoutes(server: BrokerServer): Hono {
   return app;
 }
 
-/** What GET /queues shows of each queue. */
-export function queueSummary(queue: Queue) {
+/**
+ * What GET /queues shows of each queue. `paged`: messages of a durable queue left in the store
+ * beyond its memory budget; `disk`: the queue's rows in the store and their estimated bytes.
+ * Unbounded settings (Infinity) show as null in JSON.
+ */
+export function queueSummary(queue: Queue, broker: BrokerServer["broker"]) {
   const handlers = handlersInfo(queue);
   return {
     name: queue.name,
     depth: queue.depth(),
+    paged: queue.backlog.count,
+    disk: broker.diskUsage(queue.name),
     counters: { ...queue.counters },
     consumers: handlers.filter((handler) => handler.kind === "consume").length,
     listeners: new Set(handlers.filter((handler) => handler.kind === "listen").map((handler) => handler.group)).size,

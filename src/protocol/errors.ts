@@ -46,6 +46,8 @@ export const ERRORS = {
   STOPPING: { status: 503, fatal: false },
   /** The durable store cannot accept writes (disk full, read-only, I/O error). */
   STORE_UNAVAILABLE: { status: 503, fatal: false },
+  /** The data directory's disk has less free space than `minFreeDiskBytes`: sends to durable queues are refused until it has more. */
+  DISK_FULL: { status: 507, fatal: false },
   /** The client was closed by `disconnect()` before the broker settled the request. */
   CLOSED: { status: 499, fatal: false },
   /** The broker configuration is invalid; the message lists every problem with its key path. */

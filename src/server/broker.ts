@@ -20,7 +20,10 @@ import { Logger } from "./log.ts";
 import { groupKeyOf, Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
-import type { Store, StoredMessage } from "./store/store.ts";
+import { canPage, type PagingStore, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import type { Snapshot, SnapshotEntry } from "./cluster/replica.ts";
+import { Pager } from "./pager.ts";
+import { DiskFloor } from "./store/disk_floor.ts";
 import type { DurableMode } from "./store/store.ts";
 import type { Copy } from "./message.ts";
 import type { Session } from "./session.ts";
@@ -31,6 +34,9 @@ export interface BrokerOptions {
   /** Where messages are kept safe; none (the default) keeps them in the queues' memory only. */
   store?: Store | null;
 }
+
+/** Paged rows read from the store per step of a replica's snapshot. */
+const SNAPSHOT_PAGE = 2_000;
 
 /** How soon a dead letter the store refused is written again. */
 const DEAD_LETTER_RETRY_MS = 500;
@@ -106,6 +112,10 @@ export class Broker {
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
   readonly #routes = new Map<string, Route>();
+  /** Pages durable queues beyond their memory budget to the store (null: a store that cannot page, or none). */
+  readonly #pager: Pager | null;
+  /** Free space of the data directory's disk against `minFreeDiskBytes` (null without a store). */
+  readonly disk: DiskFloor | null;
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.config = config;
@@ -126,11 +136,19 @@ export class Broker {
       log: this.log,
       now: () => this.now(),
       announceRole: () => this.#announceRole(),
-      liveMessages: () => this.#liveMessages(),
+      snapshot: () => this.#snapshot(),
       acceptReplica: (op, generation) => this.#acceptReplica(op, generation),
-      isStoring: (id) => this.#storing.has(id),
       nextSeq: () => this.#seq,
     });
+    this.#pager = canPage(this.store)
+      ? new Pager(this.store, {
+        log: this.log,
+        queue: (name) => this.queue(name),
+        admit: (queue, record, recovered) => this.#admit(queue, record, recovered),
+        flush: () => this.flush(),
+      })
+      : null;
+    this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
   }
 
   /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
@@ -217,6 +235,7 @@ export class Broker {
           this.store?.remove(message.record ?? message);
           this.cluster.mirror.forget(message);
           if (this.isMaster) this.cluster.replication.remove(message.id);
+          if (queue!.backlog.count > 0) this.#pager?.settled(queue!);
         },
       });
       queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
@@ -241,12 +260,14 @@ export class Broker {
     const storing = this.#storing.get(messageId)?.commit;
     if (storing) return storing; // the same message is being committed: confirm it with that commit
     if (schema) body = conform(schema, channelName, queue.name, body);
-    if (queue.live >= this.config.maxMessagesPerQueue) {
+    const held = queue.live + queue.backlog.count;
+    if (held >= queue.settings.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",
-        `Cannot send to "${channelName}": queue "${queue.name}" holds ${queue.live} messages (maxMessagesPerQueue)`,
+        `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
       );
     }
+    if (this.disk?.low && queue.settings.durability !== "memory") throw this.disk.refusal(channelName);
     const master = this.isMaster;
     if (master) this.cluster.replication.checkReplicas(channelName);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
@@ -294,8 +315,27 @@ export class Broker {
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
     this.stats.counters.received++;
+    if (this.#paged(queue, message)) return;
     if (!this.isMaster) this.cluster.mirror.track(message);
     queue.publish(message);
+    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
+  }
+
+  /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
+  #paged(queue: Queue, message: Message): boolean {
+    return this.#pager !== null && queue.settings.durability !== "memory" && this.#pager.page(queue, message);
+  }
+
+  /** Puts a message read back from the store (paged, or stored before this start) into its queue. */
+  #admit(queue: Queue, record: StoredMessage, recovered: boolean): void {
+    const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
+    // The message stands for its row from now on (the store reads `position`): the record is not kept.
+    message.position = record.position;
+    message.deliveries = record.deliveries ?? 0;
+    message.deadLetter = record.deadLetter ?? null;
+    this.#recentIds.add(record.id);
+    if (!this.isMaster) this.cluster.mirror.track(message);
+    queue.admit(message, recovered);
     if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
   }
 
@@ -324,19 +364,69 @@ export class Broker {
     return this.#store(this.queue(queueName), message);
   }
 
-  /** Every message held or being stored, in arrival order (a replica's snapshot). */
-  #liveMessages(): Message[] {
-    const messages = new Set<Message>();
-    for (const queue of this.queues.values()) for (const copy of queue.liveCopies()) messages.add(copy.message);
-    for (const message of this.#storing.values()) messages.add(message);
-    return [...messages].sort((a, b) => a.seq - b.seq);
+  /**
+   * Every message this broker holds, for a replica: those in memory and those being stored, in
+   * arrival order, then each durable queue's paged ones, read from the store page by page as the
+   * replica takes them. A paged queue lists the rows from where its paged messages started, as
+   * many as it had then (rows added since come through the live stream as well: the replica
+   * recognises them).
+   */
+  #snapshot(): Snapshot {
+    const inMemory = new Set<Message>();
+    for (const queue of this.queues.values()) for (const copy of queue.liveCopies()) inMemory.add(copy.message);
+    for (const message of this.#storing.values()) inMemory.add(message);
+    const messages = [...inMemory].sort((a, b) => a.seq - b.seq);
+    const store = this.store;
+    const paged = canPage(store)
+      ? [...this.queues.values()].filter((q) => q.backlog.count > 0).map((q) => ({ name: q.name, from: q.backlog.from, count: q.backlog.count }))
+      : [];
+    function* entries(): Generator<SnapshotEntry> {
+      yield* messages;
+      for (const queue of paged) {
+        let from = queue.from;
+        let left = queue.count;
+        while (left > 0) {
+          const rows = (store as PagingStore).readQueue(queue.name, from, Math.min(left, SNAPSHOT_PAGE));
+          if (rows.length === 0) break;
+          yield* rows;
+          left -= rows.length;
+          from = rows.at(-1)!.position! + 1;
+        }
+      }
+    }
+    return { count: messages.length + paged.reduce((sum, q) => sum + q.count, 0), entries: entries() };
   }
 
   /**
-   * Puts back, at start, the messages the store kept: every one that was not acked when the
-   * broker stopped (waiting, ready or in flight), in arrival order.
+   * At start, before the port opens: every message the store kept comes back. A store that pages
+   * leaves them on disk and each queue reads one page (a restart does not load the backlog);
+   * another store's messages are all restored.
    */
-  restore(records: readonly StoredMessage[]): void {
+  recover(): void {
+    if (this.store === null) return;
+    if (this.#pager === null) return this.restore(this.store.load());
+    const total = this.#pager.recover();
+    if (total > 0) this.log.info("store", `recovered ${total} messages;in memory ${this.#resident()} of them, the rest read as needed`);
+  }
+
+  #resident(): number {
+    let live = 0;
+    for (const queue of this.queues.values()) live += queue.live;
+    return live;
+  }
+
+  /** A queue's share of the store (rows and estimated bytes); zeros without a store that tracks it. */
+  diskUsage(queueName: string): QueueUsage {
+    return canPage(this.store) ? this.store.queueUsage(queueName) : { messages: 0, bytes: 0 };
+  }
+
+  /**
+   * Puts back messages in memory, in arrival order (a store that cannot page, at start; or
+   * messages a peer sent): every one that was not acked (waiting, ready or in flight). They are
+   * not paged: the caller bounds how many it gives.
+   */
+  restore(records: Iterable<StoredMessage>): void {
+    let restored = 0;
     for (const record of records) {
       const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
       message.record = record;
@@ -345,8 +435,9 @@ export class Broker {
       this.#recentIds.add(record.id);
       if (!this.isMaster) this.cluster.mirror.track(message);
       this.queue(record.queue).restore(message);
+      restored++;
     }
-    if (records.length > 0) this.log.info("store", `recovered ${records.length} messages`);
+    if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
   }
 
   /** Creates a handler for a listen/consume registration (the session validated the channel). */
@@ -377,6 +468,7 @@ export class Broker {
   /** Runs timers of every queue that has some; called by the server about every 25 ms. */
   tick(): void {
     const now = this.now();
+    this.disk?.refresh();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
     this.cluster.tick();
     this.flush();
@@ -458,7 +550,7 @@ export class Broker {
     );
     if (target === null) return;
     const queue = this.queue(target);
-    if (queue.live >= this.config.maxMessagesPerQueue) {
+    if (queue.live + queue.backlog.count >= queue.settings.maxMessagesPerQueue) {
       this.log.error("queue", `queue=${target};messageId=${message.id};dead-letter queue full;message dropped`);
       return;
     }
@@ -472,6 +564,9 @@ export class Broker {
     const store = this.#storeFor(queue);
     if (this.isMaster) this.cluster.replication.append(dead);
     if (!store) return queue.publish(dead);
+    const publish = () => {
+      if (!this.#paged(queue, dead)) queue.publish(dead);
+    };
     // The original stays stored until its dead letter is: while that write fails it is retried,
     // and the original is kept (recovered at the next start) rather than lost between two queues.
     const origin = this.queues.get(message.queue)!;
@@ -484,7 +579,7 @@ export class Broker {
         if (!this.shuttingDown) setTimeout(run, DEAD_LETTER_RETRY_MS);
         return;
       }
-      queue.publish(dead);
+      publish();
       origin.release(message);
     };
     // Off the socket callback: a throw here must be logged, not become an unhandled rejection.

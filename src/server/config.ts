@@ -30,7 +30,12 @@ export interface ChannelSettings {
   listenerPrefetch: number;
   /** Seconds, or null when waiting messages never expire. */
   ttl: number | null;
+  /** Messages waiting for a recipient; Infinity when only the disk bounds them (durable queues by default). */
   maxItemsInQueue: number;
+  /** Live messages (in memory and paged to disk); Infinity when only the disk bounds them. */
+  maxMessagesPerQueue: number;
+  /** Durable queues: bytes of messages kept in memory; the rest stay in the store until needed. */
+  memoryBudgetBytes: number;
   requeueLimit: number;
   requeueInterval: number;
   /** The queue (`endpoint/version`) that receives this queue's dead messages, or null. */
@@ -63,12 +68,18 @@ export function defaultConfig(): Config {
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
     },
-    maxItemsInQueue: 1000, // the original's bound on waiting messages per queue
+    // null: by durability. A memory queue keeps the original's 1,000 waiting messages; a durable
+    // queue has no count bound, as its messages wait on disk (minFreeDiskBytes bounds them).
+    maxItemsInQueue: null as number | null,
     requeueLimit: 5, // the original's delivery limit: a poison message dies instead of looping forever
     requeueInterval: 100, // the original's ack timeout in seconds
     prefetch: 1, // one unacked delivery per consumer handler: fair round-robin, as the original
     listenerPrefetch: 1000, // listeners are acked automatically, so a deep window costs little
-    maxMessagesPerQueue: 1000000, // bounds broker memory per queue; beyond it senders get QUEUE_FULL
+    // null: by durability. A memory queue holds at most 1,000,000 (its memory); a durable queue
+    // pages to disk beyond memoryBudgetBytes, so only minFreeDiskBytes bounds it.
+    maxMessagesPerQueue: null as number | null,
+    memoryBudgetBytes: 33554432, // 32 MiB of messages per durable queue in memory; the rest are read back from the store ahead of need
+    minFreeDiskBytes: 268435456, // sends to durable queues are refused (DISK_FULL) while the data directory's disk has less free
     logLevel: 2, // info, as the original
     registeredClientsPath: "clients", // the original's folder of pinned client keys
     keysDirectory: "keys", // the original's template value; its empty default crashed the broker
@@ -191,6 +202,8 @@ const CHANNEL_ENTRIES = {
   // Seconds a waiting message may wait for a recipient; no ttl by default.
   ttl: v.optional(positiveSeconds()),
   maxItemsInQueue: v.optional(int(1)),
+  // Bytes of this durable queue's messages kept in memory.
+  memoryBudgetBytes: v.optional(int(1024)),
   requeueLimit: v.optional(int(1)),
   requeueInterval: v.optional(positiveSeconds()),
   // The message format; the schema module owns that language and validates it.
@@ -224,12 +237,14 @@ const CONFIG_ENTRIES = {
   serviceId: v.pipe(str(), v.regex(/^[A-Za-z0-9._-]{1,128}$/, `must be 1 to 128 of letters, digits, ".", "_", "-"`)),
   isMaster: bool(),
   socketServer: object(v.strictObject(SOCKET_ENTRIES)),
-  maxItemsInQueue: int(1),
+  maxItemsInQueue: v.nullable(int(1)),
   requeueLimit: int(1),
   requeueInterval: positiveSeconds(),
   prefetch: int(1, 65535),
   listenerPrefetch: int(1, 65535),
-  maxMessagesPerQueue: int(1),
+  maxMessagesPerQueue: v.nullable(int(1)),
+  memoryBudgetBytes: int(1024),
+  minFreeDiskBytes: int(0),
   logLevel: int(1, 4),
   registeredClientsPath: str(),
   keysDirectory: str(),
@@ -301,17 +316,26 @@ export async function loadConfigFile(path: string): Promise<Config> {
 /** The effective settings of `queue` (`endpoint/version`): its `channels` entry over the broker's. */
 export function channelSettings(config: Config, queue: string): ChannelSettings {
   const channel = Object.hasOwn(config.channels, queue) ? config.channels[queue]! : {};
+  const durability = channel.durability ?? config.durability;
+  const memory = durability === "memory";
   return {
     prefetch: channel.prefetch ?? config.prefetch,
     listenerPrefetch: channel.listenerPrefetch ?? config.listenerPrefetch,
     ttl: channel.ttl ?? null,
-    maxItemsInQueue: channel.maxItemsInQueue ?? config.maxItemsInQueue,
+    maxItemsInQueue: channel.maxItemsInQueue ?? config.maxItemsInQueue ?? (memory ? MEMORY_MAX_ITEMS : Infinity),
+    maxMessagesPerQueue: config.maxMessagesPerQueue ?? (memory ? MEMORY_MAX_MESSAGES : Infinity),
+    memoryBudgetBytes: channel.memoryBudgetBytes ?? config.memoryBudgetBytes,
     requeueLimit: channel.requeueLimit ?? config.requeueLimit,
     requeueInterval: channel.requeueInterval ?? config.requeueInterval,
     deadLetter: channel.deadLetter ?? null,
-    durability: channel.durability ?? config.durability,
+    durability,
   };
 }
+
+/** `maxItemsInQueue` of a memory queue when the config sets none: the original's bound. */
+export const MEMORY_MAX_ITEMS = 1000;
+/** `maxMessagesPerQueue` of a memory queue when the config sets none: what bounds its memory. */
+export const MEMORY_MAX_MESSAGES = 1_000_000;
 
 /** Where the config asks for a durable mode ("fsync" or "batch"), broker-wide or per channel; null if nowhere. */
 export function durableKey(config: Config): string | null {

@@ -23,8 +23,10 @@ export class Message {
   refs = 0;
   /** Set on messages a dead-letter queue received. */
   deadLetter: DeadLetterInfo | null = null;
-  /** The store's own object for a message loaded at start: `store.remove()` takes that one. */
+  /** The store's own object for a message restored from `load()`: `store.remove()` takes that one. */
   record: StoredMessage | null = null;
+  /** Its row in the durable store (written by the store; see StoredMessage.position). */
+  position: number | undefined = undefined;
   /** Deliveries before a restart (recovered messages): redeliveries continue the count. */
   deliveries = 0;
   /** Its copies, tracked only on a slave, where clients' mirrored acks must find them. */

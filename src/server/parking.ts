@@ -12,6 +12,8 @@ import { WaitingList } from "./waiting.ts";
 export interface ParkingQueue {
   readonly settings: ChannelSettings;
   readonly mirroring: boolean;
+  /** Messages paged to the store that count towards the bound (they may all be waiting). */
+  readonly backlog: { readonly bounded: number };
 }
 
 export class Parking {
@@ -47,7 +49,11 @@ export class Parking {
     }
   }
 
-  /** Puts copies in the waiting list; past `maxItemsInQueue`, the oldest are dropped (dead). */
+  /**
+   * Puts copies in the waiting list; past `maxItemsInQueue`, the oldest are dropped (dead). Paged
+   * messages are newer than every waiting copy and count towards the bound, so the copies in
+   * memory go first; once they are gone, the paged ones come in and go the same way.
+   */
   parkAll(copies: Iterable<Copy>): void {
     for (const copy of copies) {
       copy.state = CopyState.WAITING;
@@ -55,7 +61,8 @@ export class Parking {
       this.waiting.add(copy);
     }
     if (this.queue.mirroring) return;
-    for (const oldest of this.waiting.overflow(this.queue.settings.maxItemsInQueue)) this.drop(oldest, "overflow");
+    const max = Math.max(0, this.queue.settings.maxItemsInQueue - this.queue.backlog.bounded);
+    for (const oldest of this.waiting.overflow(max)) this.drop(oldest, "overflow");
   }
 
   /** Moves the ready copies of pools nobody in the group serves any more to the waiting list. */

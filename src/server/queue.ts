@@ -10,6 +10,7 @@
  * No I/O and no timers here: the broker calls `tick(now)` and injects the clock, so tests can
  * drive time.
  */
+import { Backlog, residentCost } from "./backlog.ts";
 import { Deliveries } from "./deliveries.ts";
 import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
 import { Parking } from "./parking.ts";
@@ -53,6 +54,8 @@ export class Queue {
    * promoted). It drops nothing on its own account (overflow, ttl): the master still serves it.
    */
   mirroring = false;
+  /** Memory used and messages left in the store (durable queues beyond their budget). */
+  readonly backlog = new Backlog();
   readonly #groups = new Groups();
   readonly #deliveries = new Deliveries();
   readonly #parking = new Parking(this, (copy, reason) => this.#kill(copy, reason));
@@ -125,14 +128,43 @@ export class Queue {
 
   /** Routes a new message (the broker has validated and, when durable, stored it). */
   publish(message: Message): void {
-    this.live++;
     this.counters.received++;
+    this.admit(message, false);
+  }
+
+  /**
+   * Routes a message read back from the store (paged, counted as received when it arrived) as if
+   * it arrived now. A `recovered` one (stored before this start) waits outside the waiting bound.
+   */
+  admit(message: Message, recovered: boolean): void {
+    this.live++;
+    this.backlog.resident += residentCost(message);
     message.refs++; // held while routing, so the message cannot settle half-way
     try {
-      if (!this.#route(message)) this.#parkUnrouted(new Copy(message, message.destination, null));
+      if (this.#expired(message)) {
+        // Paged past its ttl: it waited, on disk, as long as a waiting message may.
+        const copy = new Copy(message, message.destination, null);
+        message.refs++;
+        this.#kill(copy, "ttl");
+      } else if (!this.#route(message)) {
+        const copy = new Copy(message, message.destination, null);
+        copy.recovered = recovered;
+        this.#parkUnrouted(copy);
+      }
     } finally {
       this.#unref(message);
     }
+  }
+
+  /** True for a message read back from the store after its ttl (a slave drops nothing on its own). */
+  #expired(message: Message): boolean {
+    const ttl = this.settings.ttl;
+    return ttl !== null && !this.mirroring && message.created <= this.hooks.now() - ttl * 1000;
+  }
+
+  /** Drops the oldest waiting copies over `maxItemsInQueue` (paged messages count towards it). */
+  trimWaiting(): void {
+    this.#parking.parkAll([]);
   }
 
   ack(copy: Copy): void {
@@ -167,6 +199,7 @@ export class Queue {
     return this.#deliveries.hasTimers || (this.settings.ttl !== null && this.#parking.waiting.size > 0);
   }
 
+  /** Copies in memory by state (messages paged to the store: `backlog.count`). */
   depth(): { ready: number; inflight: number; delayed: number; waiting: number } {
     let ready = 0;
     for (const group of this.#groups.values()) for (const pool of group.readyPools) ready += pool.ready.length;
@@ -296,6 +329,7 @@ export class Queue {
   restore(message: Message): void {
     this.live++;
     this.counters.received++;
+    this.backlog.resident += residentCost(message);
     const copy = new Copy(message, message.destination, null);
     copy.recovered = true;
     copy.deliveries = message.deliveries;
@@ -389,6 +423,7 @@ export class Queue {
   #unref(message: Message): void {
     if (--message.refs > 0) return;
     this.live--;
+    this.backlog.resident -= residentCost(message);
     this.hooks.onSettled(message);
   }
 

@@ -6,6 +6,7 @@ import { Broker, type BrokerOptions } from "./broker.ts";
 import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
 import { checkReloadable } from "./restart_keys.ts";
 import { listen } from "./tcp.ts";
+import { Reclaimer } from "./reclaim.ts";
 import { Logger } from "./log.ts";
 import { SqliteStore } from "./store/sqlite_store.ts";
 import { STORE_FILE } from "./store/record.ts";
@@ -69,7 +70,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   const store = options.store !== undefined ? options.store : openStore(config, logger);
   const broker = new Broker(config, { ...options, logger, store });
   // Recovery runs before the port opens: no client sees the broker half-loaded.
-  if (store) broker.restore(store.load());
+  broker.recover();
   let listener: ReturnType<typeof listen>;
   try {
     listener = listen(broker);
@@ -85,6 +86,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   }
   broker.cluster.start();
   let lastSample = broker.now();
+  const reclaimer = new Reclaimer(broker.stats.counters);
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
     // so it gets the same guard (tcp.ts): logged, and the next tick runs.
@@ -95,6 +97,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         broker.stats.sample(now);
         broker.cluster.checkEligibility();
         lastSample = now;
+        reclaimer.check();
       }
     } catch (error) {
       broker.log.failure("broker", "tick failed", error);

@@ -220,3 +220,31 @@ it("replication: a broker that is not in cluster.peers cannot open a peer link",
   await waitFor(() => slave!.logger.lines.some((line) => line.includes("NOT_A_PEER")), 5_000, "refused as a peer");
   expect(slave!.upstreamState).not.toBe("in-sync");
 }, 20_000);
+
+it("replication: a slave catches up a backlog the master keeps on disk (paged), and drops it as the master's consumer acks it", async () => {
+  // A few KiB of memory per queue: nearly every message is paged, on both brokers.
+  const [master, slave] = await cluster(2, { memoryBudgetBytes: 4096 });
+  master!.start();
+  const { mq: publisher } = await client([master!.host]);
+  await sendAll(publisher, "paged/v1/x", 0, 5_000);
+  const held = (peer: Peer) => {
+    const queue = peer.broker.queues.get("paged/v1");
+    return (queue?.live ?? 0) + (queue?.backlog.count ?? 0);
+  };
+  expect(master!.broker.queues.get("paged/v1")!.backlog.count).toBeGreaterThan(4_000);
+
+  slave!.start();
+  await waitFor(() => slave!.upstreamState === "in-sync", 20_000, "slave in sync");
+  expect(held(slave!)).toBe(5_000);
+  expect(slave!.broker.queues.get("paged/v1")!.backlog.count).toBeGreaterThan(4_000); // paged there too
+
+  const { mq: consumer } = await client([master!.host]);
+  const got = new Set<number>();
+  await consumer.consume("paged/v1/x", (error, message, done) => {
+    if (error) return;
+    got.add((message as { n: number }).n);
+    done();
+  }, { prefetch: 500 }).ready;
+  await waitFor(() => got.size === 5_000, 20_000, "master delivered everything");
+  await waitFor(() => held(slave!) === 0, 20_000, "the slave dropped every acked message, paged ones included");
+}, 60_000);

@@ -45,6 +45,8 @@ const DEFAULTS: QueueSettings = {
   prefetch: 1,
   ttl: null,
   maxItemsInQueue: 1000,
+  maxMessagesPerQueue: 1_000_000,
+  memoryBudgetBytes: 32 * 1024 * 1024,
   requeueLimit: 5,
   requeueInterval: 100,
   deadLetter: null,

@@ -72,7 +72,10 @@ describe("parseConfig()", () => {
     expect(config.serviceId).toBe("broker-1");
     expect(config.prefetch).toBe(1);
     expect(config.listenerPrefetch).toBe(1000);
-    expect(config.maxMessagesPerQueue).toBe(1000000);
+    expect(config.maxMessagesPerQueue).toBeNull(); // by durability: see channelSettings()
+    expect(config.maxItemsInQueue).toBeNull();
+    expect(config.memoryBudgetBytes).toBe(33554432);
+    expect(config.minFreeDiskBytes).toBe(268435456);
     expect(config.dataDirectory).toBe("kitten-mq-data");
     expect(config.rules).toEqual([]);
     expect(config.channels).toEqual({});
@@ -283,12 +286,24 @@ describe("channelSettings()", () => {
       prefetch: 3,
       listenerPrefetch: 1000,
       ttl: null,
-      maxItemsInQueue: 1000,
+      maxItemsInQueue: Infinity, // durable: its messages wait on disk
+      maxMessagesPerQueue: Infinity,
+      memoryBudgetBytes: 33554432,
       requeueLimit: 5,
       requeueInterval: 2.5,
       deadLetter: null,
       durability: "fsync",
     });
+  });
+
+  it("channelSettings() bounds a memory queue by count when the config sets no bound, and a durable one by disk only", () => {
+    const config = parseConfig({ durability: "memory", channels: { "orders/v1": { durability: "fsync", memoryBudgetBytes: 4096 } } });
+    const memory = channelSettings(config, "invoice/v1");
+    expect([memory.maxItemsInQueue, memory.maxMessagesPerQueue]).toEqual([1000, 1_000_000]);
+    const durable = channelSettings(config, "orders/v1");
+    expect([durable.maxItemsInQueue, durable.maxMessagesPerQueue, durable.memoryBudgetBytes]).toEqual([Infinity, Infinity, 4096]);
+    const explicit = channelSettings(parseConfig({ maxItemsInQueue: 7, maxMessagesPerQueue: 9 }), "orders/v1");
+    expect([explicit.maxItemsInQueue, explicit.maxMessagesPerQueue]).toEqual([7, 9]);
   });
 
   it("channelSettings() lets a channels entry override each broker-level key", () => {
@@ -313,6 +328,8 @@ describe("channelSettings()", () => {
       listenerPrefetch: 20,
       ttl: 60,
       maxItemsInQueue: 10,
+      maxMessagesPerQueue: Infinity,
+      memoryBudgetBytes: 33554432,
       requeueLimit: 2,
       requeueInterval: 0.25,
       deadLetter: "invoice-dead/v1",
@@ -323,6 +340,8 @@ describe("channelSettings()", () => {
       listenerPrefetch: 1000,
       ttl: 5,
       maxItemsInQueue: 50,
+      maxMessagesPerQueue: Infinity,
+      memoryBudgetBytes: 33554432,
       requeueLimit: 5,
       requeueInterval: 100,
       deadLetter: null,

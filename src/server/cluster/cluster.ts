@@ -14,12 +14,11 @@ import { KittenError } from "../../protocol/mod.ts";
 import type { AppendOp } from "../../protocol/peer_ops.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "../log.ts";
-import type { Message } from "../message.ts";
 import type { Queue } from "../queue.ts";
 import type { Store } from "../store/store.ts";
 import { Mirror } from "./mirror.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
-import type { ReplicaLink } from "./replica.ts";
+import type { ReplicaLink, Snapshot } from "./replica.ts";
 import { Upstream, type UpstreamStatus } from "./upstream.ts";
 import { Election } from "./election.ts";
 
@@ -32,12 +31,10 @@ export interface ClusterHost {
   now(): number;
   /** Every client is told the role; a new master starts delivering. */
   announceRole(): void;
-  /** Every message held (being stored included), in arrival order: a replica's snapshot. */
-  liveMessages(): Message[];
+  /** Every message held (being stored, and paged, included): a replica's snapshot. */
+  snapshot(): Snapshot;
   /** Stores and queues a replicated message (a slave). */
   acceptReplica(op: AppendOp, generation: number): void | Promise<void>;
-  /** True while a message with this id is being stored. */
-  isStoring(messageId: string): boolean;
   nextSeq(): number;
 }
 
@@ -101,7 +98,7 @@ export class Cluster {
       sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
       append: (op, generation) => host.acceptReplica(op, generation),
       remove: (ids) => {
-        for (const id of ids) this.mirror.removed(id, host.isStoring(id));
+        for (const id of ids) this.mirror.removed(id);
       },
       synced: (generation, before) => {
         const dropped = this.mirror.reconcile(generation, before);
@@ -231,7 +228,7 @@ export class Cluster {
     if (!this.isMaster) {
       throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": a newer master exists`);
     }
-    this.replication.attach(link, this.host.liveMessages());
+    this.replication.attach(link, this.host.snapshot());
   }
 
   /** True for a serviceId listed in `cluster.peers`. */

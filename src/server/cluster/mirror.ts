@@ -8,8 +8,13 @@ import { RecentMap } from "../../protocol/mod.ts";
 import type { Message } from "../message.ts";
 import type { Queue } from "../queue.ts";
 
-/** How many acks and removals for messages not arrived yet a slave keeps. */
+/** How many acks for messages not arrived yet a slave keeps. */
 const EARLY = 100_000;
+/**
+ * How many removals of messages not in memory a slave keeps: being stored, or paged (in the store
+ * only, read back as the queue drains; the master's consumers drain in about the same order).
+ */
+const EARLY_REMOVALS = 1_000_000;
 
 type EarlyAck = [queue: string, group: string, destination: string];
 
@@ -17,7 +22,7 @@ export class Mirror {
   /** Live messages by id; empty on a master. */
   readonly #messages = new Map<string, Message>();
   readonly #earlyAcks = new RecentMap<string, EarlyAck[]>(EARLY);
-  readonly #earlyRemovals = new RecentMap<string, true>(EARLY);
+  readonly #earlyRemovals = new RecentMap<string, true>(EARLY_REMOVALS);
 
   constructor(readonly queues: Map<string, Queue>) {}
 
@@ -69,11 +74,14 @@ export class Mirror {
     else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
   }
 
-  /** The master settled a message: every copy of it here goes. `pending` says it is being stored here. */
-  removed(messageId: string, pending: boolean): void {
+  /**
+   * The master settled a message: every copy of it here goes. One not in memory (being stored,
+   * or paged) goes when it arrives in memory.
+   */
+  removed(messageId: string): void {
     const message = this.#messages.get(messageId);
     if (message) return this.queues.get(message.queue)?.dropMirrored(message);
-    if (pending) this.#earlyRemovals.set(messageId, true);
+    this.#earlyRemovals.set(messageId, true);
   }
 
   /**

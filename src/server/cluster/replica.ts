@@ -10,7 +10,28 @@
  */
 import { encode, frame, OP } from "../../protocol/mod.ts";
 import { Deque } from "../deque.ts";
-import type { Message } from "../message.ts";
+import type { PeerDeadLetter } from "../../protocol/peer_ops.ts";
+
+/** What a replica receives of one message: a message in memory, or a row read from the store. */
+export interface SnapshotEntry {
+  readonly id: string;
+  readonly queue: string;
+  readonly destination: string;
+  readonly body: Uint8Array;
+  readonly created: number;
+  readonly deliveries?: number;
+  readonly deadLetter?: PeerDeadLetter | null;
+}
+
+/**
+ * Every message the master holds, read lazily as the replica's socket takes them: messages in
+ * memory first, then those of durable queues that wait in the store only (paged).
+ */
+export interface Snapshot {
+  /** How many it holds (paged rows counted when the snapshot was taken). */
+  readonly count: number;
+  readonly entries: Iterator<SnapshotEntry>;
+}
 
 /** What a replica writes to: the peer's session (a fake in tests). */
 export interface ReplicaLink {
@@ -41,9 +62,9 @@ export class Replica {
   readonly snapshotIndex: number;
   /** Highest log index queued to this replica. */
   queuedIndex: number;
-  /** Messages of the snapshot still to encode, in arrival order. */
-  #snapshot: Message[] | null;
-  #snapshotAt = 0;
+  /** The snapshot still to encode (null once its SYNCED marker is written). */
+  #snapshot: Iterator<SnapshotEntry> | null;
+  #snapshotSent = 0;
   readonly #snapshotTotal: number;
   /** Encoded live entries waiting for the socket. */
   readonly #outbox = new Deque<Uint8Array>();
@@ -54,14 +75,14 @@ export class Replica {
 
   constructor(
     readonly link: ReplicaLink,
-    snapshot: Message[],
+    snapshot: Snapshot,
     snapshotIndex: number,
     /** Bytes of live entries a replica may have queued before it is cut off. */
     readonly maxQueuedBytes: number,
     now: number,
   ) {
-    this.#snapshot = snapshot;
-    this.#snapshotTotal = snapshot.length;
+    this.#snapshot = snapshot.entries;
+    this.#snapshotTotal = snapshot.count;
     this.snapshotIndex = snapshotIndex;
     this.queuedIndex = snapshotIndex;
     this.#lastSample = [snapshotIndex, now];
@@ -73,8 +94,9 @@ export class Replica {
   }
 
   /** Snapshot messages not yet written. */
+  /** Snapshot messages not written yet (an estimate while paged rows are read), plus the SYNCED marker. */
   get snapshotLeft(): number {
-    return this.#snapshot === null ? 0 : this.#snapshot.length - this.#snapshotAt + 1; // + the SYNCED marker
+    return this.#snapshot === null ? 0 : Math.max(0, this.#snapshotTotal - this.#snapshotSent) + 1;
   }
 
   get snapshotTotal(): number {
@@ -131,11 +153,16 @@ export class Replica {
     const link = this.link;
     while (this.#snapshot !== null && link.backlogBytes < WRITE_WINDOW) {
       const snapshot = this.#snapshot;
-      const end = Math.min(this.#snapshotAt + SNAPSHOT_STEP, snapshot.length);
-      for (; this.#snapshotAt < end; this.#snapshotAt++) link.pushFramed(appendFrame(this.snapshotIndex, snapshot[this.#snapshotAt]!));
-      if (this.#snapshotAt < snapshot.length) continue;
-      link.pushFramed(frame(encode([OP.SYNCED, this.snapshotIndex, { messages: snapshot.length }])));
-      this.#snapshot = null; // the messages are the queues' to free now
+      let step = 0;
+      let next = snapshot.next();
+      for (; !next.done; next = snapshot.next()) {
+        link.pushFramed(appendFrame(this.snapshotIndex, next.value));
+        this.#snapshotSent++;
+        if (++step === SNAPSHOT_STEP) break;
+      }
+      if (!next.done) continue;
+      link.pushFramed(frame(encode([OP.SYNCED, this.snapshotIndex, { messages: this.#snapshotSent }])));
+      this.#snapshot = null; // what it held is the queues' and the store's to free now
     }
     if (this.#snapshot !== null) return;
     while (link.backlogBytes < WRITE_WINDOW && this.#outbox.length > 0) {
@@ -147,10 +174,10 @@ export class Replica {
 }
 
 /** The APPEND frame of a message, with its log index. */
-export function appendFrame(index: number, message: Message): Uint8Array {
+export function appendFrame(index: number, message: SnapshotEntry): Uint8Array {
   return frame(encode([
     OP.APPEND, index, message.id, message.queue, message.destination, message.body, message.created,
-    message.deliveries, message.deadLetter,
+    message.deliveries ?? 0, message.deadLetter ?? null,
   ]));
 }
 

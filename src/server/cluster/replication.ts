@@ -11,7 +11,7 @@
 import { KittenError } from "../../protocol/mod.ts";
 import { Deque } from "../deque.ts";
 import type { Message } from "../message.ts";
-import { appendFrame, removeFrame, Replica, type ReplicaLink } from "./replica.ts";
+import { appendFrame, removeFrame, Replica, type ReplicaLink, type Snapshot } from "./replica.ts";
 import { encode, frame, OP } from "../../protocol/mod.ts";
 
 export interface ReplicationOptions {
@@ -77,7 +77,7 @@ export class Replication {
   }
 
   /** A slave asked for the stream: it gets `snapshot` (every message held), then the live log. */
-  attach(link: ReplicaLink, snapshot: Message[]): void {
+  attach(link: ReplicaLink, snapshot: Snapshot): void {
     for (const [other, replica] of this.#replicas) {
       // A slave that reconnects before its old link timed out: the old one is finished.
       if (replica.id === link.peerId) this.detach(other);
@@ -86,7 +86,7 @@ export class Replication {
     const bound = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
     const replica = new Replica(link, snapshot, this.#index, bound, this.options.now());
     this.#replicas.set(link, replica);
-    this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.length} messages;index=${this.#index}`);
+    this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.count} messages;index=${this.#index}`);
     replica.pump();
     if (!replica.idle) this.#waiting++;
   }

@@ -2,7 +2,7 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v2 (`STORE_VERSION = 2`), one SQLite database `kitten-mq.db` in WAL mode:
+ * Format v3 (`STORE_VERSION = 3`), one SQLite database `kitten-mq.db` in WAL mode:
  *
  *   meta(key TEXT PRIMARY KEY, value)      store_version (integer), epoch (integer, cluster
  *                                          fencing, 0 until a cluster sets it), created (ms)
@@ -15,7 +15,16 @@
  *            dead_letter TEXT)             v2: null, or the JSON of `StoredDeadLetter`
  *                                          {"reason","channel","messageId","deliveries"} for a
  *                                          message a dead-letter queue received
+ *   messages_by_queue ON messages(queue, seq)   v3: a queue's messages in arrival order, so a
+ *                                          queue paged to disk reads its next rows without
+ *                                          scanning the other queues' rows
+ *   queue_usage(queue TEXT PRIMARY KEY,    v3: rows and estimated bytes (`rowBytes`) per queue,
+ *               messages, bytes)           changed by each commit in the same transaction as the
+ *                                          rows: a restart knows every queue's depth without
+ *                                          counting (a count of 20 M rows takes seconds)
  *
+ * Format v2 was v3 without `messages_by_queue` and `queue_usage` (`UPGRADES[2]` creates them and
+ * counts the rows once).
  * Format v1 was v2 without `deliveries` and `dead_letter` (columns added at the end by
  * `UPGRADES[1]`, so both shapes have the same column order); its messages load with deliveries 0
  * and no dead letter.
@@ -53,6 +62,28 @@ export const META = {
 export type MetaValue = string | number;
 
 /** The schema of the current version; a fresh store starts here. */
+/**
+ * Bytes a row costs on disk beyond its body and id, estimated: the other columns, the record
+ * header, its index entry and page slack. The usage figures are for operators (which queue fills
+ * the disk), not an exact accounting of SQLite's pages.
+ */
+export const ROW_OVERHEAD_BYTES = 64;
+
+/** Estimated bytes of one row on disk (see ROW_OVERHEAD_BYTES). */
+export function rowBytes(message: { body: Uint8Array; id: string; destination: string }): number {
+  return message.body.length + message.id.length + message.destination.length + ROW_OVERHEAD_BYTES;
+}
+
+/**
+ * The v3 additions: the per-queue index and the usage table. The store adds each commit's
+ * per-queue totals to `queue_usage` inside that commit (one statement per queue per commit: a
+ * trigger per row cost about 0.9 µs a row, a third of the row itself).
+ */
+const USAGE_SCHEMA = [
+  "CREATE INDEX messages_by_queue ON messages (queue, seq)",
+  "CREATE TABLE queue_usage (queue TEXT PRIMARY KEY, messages INTEGER NOT NULL, bytes INTEGER NOT NULL) WITHOUT ROWID",
+];
+
 export const SCHEMA = [
   "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
   `CREATE TABLE messages (
@@ -65,6 +96,7 @@ export const SCHEMA = [
      deliveries INTEGER NOT NULL DEFAULT 0,
      dead_letter TEXT
    )`,
+  ...USAGE_SCHEMA,
 ];
 
 /** Statements on the rows of the current version (parameters in `encodeRecord` order). */
@@ -75,6 +107,14 @@ export const SQL = {
   /** Parameters: deliveries, seq. A count only grows (copies report theirs in any order). */
   updateDeliveries: "UPDATE messages SET deliveries = max(deliveries, ?) WHERE seq = ?",
   selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq",
+  /** Parameters: queue, first seq, limit. One page of a queue, in arrival order (`messages_by_queue`). */
+  selectQueue:
+    "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
+  /** Every queue with stored rows: its row count and estimated bytes. */
+  usage: "SELECT queue, messages, bytes FROM queue_usage WHERE messages > 0",
+  /** Parameters: queue, rows, bytes (both may be negative): one commit's change to a queue's usage. */
+  addUsage:
+    "INSERT INTO queue_usage (queue, messages, bytes) VALUES (?, ?, ?) ON CONFLICT (queue) DO UPDATE SET messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -117,12 +157,13 @@ export function encodeRecord(insert: Statement<unknown, RecordV2>, seq: number, 
 /** A v1 row: no delivery count and no dead letter were kept, so 0 and null. */
 export function decodeRecordV1(row: RecordV1): StoredMessage {
   const [, id, queue, destination, created, body] = row;
-  return { id, queue, destination, created, body, deliveries: 0, deadLetter: null };
+  return { id, queue, destination, created, body, deliveries: 0, deadLetter: null, position: undefined };
 }
 
 export function decodeRecordV2(row: RecordV2): StoredMessage {
   const [seq, id, queue, destination, created, body, deliveries, deadLetter] = row;
-  return { id, queue, destination, created, body, deliveries, deadLetter: deadLetter === null ? null : decodeDeadLetter(seq, deadLetter) };
+  const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
+  return { id, queue, destination, created, body, deliveries, deadLetter: dead, position: undefined };
 }
 
 function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {
@@ -150,6 +191,7 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
     case 1:
       return decodeRecordV1(row as RecordV1);
     case 2:
+    case 3: // v3 changed indexes and tables around the rows, not the rows
       return decodeRecordV2(row as RecordV2);
     default:
       throw new Error(`no decoder for store version ${version}`);
@@ -163,6 +205,14 @@ export const UPGRADES: Readonly<Record<number, Upgrade>> = {
   1: (db) => {
     db.run("ALTER TABLE messages ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0");
     db.run("ALTER TABLE messages ADD COLUMN dead_letter TEXT");
+  },
+  /** v2 → v3: the per-queue index and usage table; the usage is counted once, here. */
+  2: (db) => {
+    for (const statement of USAGE_SCHEMA) db.run(statement);
+    db.run(
+      "INSERT INTO queue_usage (queue, messages, bytes) SELECT queue, count(*), " +
+        `sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}) FROM messages GROUP BY queue`,
+    );
   },
 };
 

@@ -12,7 +12,9 @@
  * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
  *   resolves once the commit is on disk. Removes alone wait for `commitIntervalMs` (or ride along
- *   with the next appends): nobody waits for them.
+ *   with the next appends): nobody waits for them, and their commits are not fsynced (see
+ *   #syncOnCommit: a process killed keeps them, as the OS has them; power loss may bring acked
+ *   messages back).
  * - `"batch"` mode: `append` returns nothing (the broker confirms at once) and everything is
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
@@ -43,7 +45,8 @@ import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { decodeRecord, encodeRecord, getMeta, type MetaValue, migrate, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
-import type { DurableMode, Store, StoredMessage } from "./store.ts";
+import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
+import { StoreUsage, UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
 
@@ -106,7 +109,7 @@ export const WAL_SIZE_LIMIT = 1024 * 1024;
 /** After a disk-full failure, how often a checkpoint may try to give WAL space back. */
 const RECLAIM_INTERVAL_MS = 1000;
 
-export class SqliteStore implements Store {
+export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
   readonly path: string;
@@ -134,15 +137,18 @@ export class SqliteStore implements Store {
   readonly #insert: Statement<unknown, RecordV2>;
   readonly #delete: Statement<unknown, [number]>;
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
-  /** Row of every message appended and not removed (object identity: ids may repeat). */
-  readonly #seqOf = new WeakMap<StoredMessage, number>();
+  readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
+  readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+  /** Rows and bytes per queue, as of the last commit (usage.ts). */
+  readonly #usage: StoreUsage;
   #nextSeq: number;
   /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
   readonly #unconfirmed = new Set<number>();
   /** Appends not yet committed, by seq, in arrival order. */
   #appends = new Map<number, StoredMessage>();
-  /** Rows to delete in the next commit. */
+  /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
   #removes: number[] = [];
+  #removed: StoredMessage[] = [];
   /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
   #deliveries = new Map<StoredMessage, number>();
   /** Fsync mode: the promise every pending append returned. */
@@ -157,6 +163,8 @@ export class SqliteStore implements Store {
   #reclaimedAt = -Infinity;
   /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
   #probedAt = -Infinity;
+  /** `synchronous=FULL` is in effect (see #syncOnCommit). */
+  #fullSync = true;
 
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
@@ -215,6 +223,9 @@ export class SqliteStore implements Store {
     this.#insert = db.prepare(SQL.insert);
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
+    this.#addUsage = db.prepare(SQL.addUsage);
+    this.#selectQueue = db.prepare(SQL.selectQueue);
+    this.#usage = StoreUsage.read(db);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -242,7 +253,7 @@ export class SqliteStore implements Store {
       throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
     }
     const seq = this.#nextSeq++;
-    this.#seqOf.set(message, seq);
+    message.position = seq;
     this.#appends.set(seq, message);
     if (mode === "fsync") this.#unconfirmed.add(seq);
     if (mode === "batch") {
@@ -259,9 +270,9 @@ export class SqliteStore implements Store {
 
   remove(message: StoredMessage): void {
     if (this.#closed) return; // Still on disk: delivered again after a restart (at least once).
-    const seq = this.#seqOf.get(message);
+    const seq = message.position;
     if (seq === undefined) return;
-    this.#seqOf.delete(message);
+    message.position = undefined;
     if (this.#deliveries.size > 0) this.#deliveries.delete(message); // Its count is moot now.
     if (this.#appends.delete(seq)) {
       this.#unconfirmed.delete(seq);
@@ -269,6 +280,7 @@ export class SqliteStore implements Store {
       return;
     }
     this.#removes.push(seq);
+    this.#removed.push(message);
     this.#scheduleTimer(this.#commitIntervalMs);
   }
 
@@ -292,12 +304,50 @@ export class SqliteStore implements Store {
     const messages: StoredMessage[] = [];
     for (const row of this.#db.query(SQL.selectAll).values()) {
       const message = decodeRecord(STORE_VERSION, row);
-      this.#seqOf.set(message, row[0] as number);
+      message.position = row[0] as number;
       messages.push(message);
     }
     // Left pending only when the commit just failed (batch mode keeps confirmed appends).
     for (const message of this.#appends.values()) messages.push(message);
     return messages;
+  }
+
+  /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
+  *scan(): IterableIterator<StoredMessage> {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    this.#flushAll();
+    const pending = [...this.#appends.values()];
+    for (const row of this.#db.query(SQL.selectAll).iterate()) {
+      const values = Object.values(row as Record<string, unknown>);
+      const message = decodeRecord(STORE_VERSION, values);
+      message.position = values[0] as number;
+      yield message;
+    }
+    yield* pending;
+  }
+
+  positionOf(message: StoredMessage): number | undefined {
+    return message.position;
+  }
+
+  readQueue(queue: string, from: number, limit: number): StoredMessage[] {
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#appends.size > 0) this.#flush(); // batch mode confirmed them already: they must be readable
+    const messages: StoredMessage[] = [];
+    for (const row of this.#selectQueue.values(queue, from, limit)) {
+      const message = decodeRecord(STORE_VERSION, row);
+      message.position = row[0] as number;
+      messages.push(message);
+    }
+    return messages;
+  }
+
+  usage(): Map<string, QueueUsage> {
+    return this.#usage.all();
+  }
+
+  queueUsage(queue: string): QueueUsage {
+    return this.#usage.get(queue);
   }
 
   /** A meta value (`epoch`, `store_version`, …), or null. */
@@ -329,6 +379,7 @@ export class SqliteStore implements Store {
     }
     this.#appends.clear();
     this.#removes = [];
+    this.#removed = [];
     this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
     this.#log.info(
@@ -338,7 +389,8 @@ export class SqliteStore implements Store {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
+      const statements = [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#addUsage, this.#selectQueue];
+      for (const statement of statements) statement.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
@@ -381,7 +433,7 @@ export class SqliteStore implements Store {
     if (deliveries.size > 0) {
       let budget = MAX_DELETES_PER_COMMIT - deletes;
       for (const [message, count] of deliveries) {
-        const seq = this.#seqOf.get(message);
+        const seq = message.position;
         if (seq === undefined) {
           deliveries.delete(message); // Never appended, or removed (a failed fsync append too).
           continue;
@@ -403,7 +455,9 @@ export class SqliteStore implements Store {
       return;
     }
     const started = performance.now();
+    const usage = new UsageDelta();
     try {
+      this.#syncOnCommit(appends.size > 0);
       this.#begin.run();
       if (deliveries.size === 0) {
         for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message, message.deliveries ?? 0);
@@ -414,7 +468,12 @@ export class SqliteStore implements Store {
           encodeRecord(this.#insert, seq, message, noted !== undefined && noted > own ? noted : own);
         }
       }
-      for (let i = 0; i < deletes; i++) this.#delete.run(removes[i]!);
+      for (const message of appends.values()) usage.add(message, 1);
+      for (let i = 0; i < deletes; i++) {
+        this.#delete.run(removes[i]!);
+        usage.add(this.#removed[i]!, -1);
+      }
+      usage.write(this.#addUsage);
       if (updates !== null) for (let i = 0; i < updates.length; i += 2) this.#update.run(updates[i + 1]!, updates[i]!);
       this.#beforeCommit?.();
       this.#commit.run();
@@ -449,7 +508,9 @@ export class SqliteStore implements Store {
     }
     this.#appends = new Map();
     this.#unconfirmed.clear();
+    this.#usage.apply(usage);
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
+    this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
     if (!this.#healthy) {
       this.#healthy = true;
@@ -457,6 +518,20 @@ export class SqliteStore implements Store {
     }
     batch?.resolve();
   };
+
+  /**
+   * A commit holding appends is fsynced (`synchronous=FULL`); one holding only removes and
+   * delivery counts is not (`NORMAL`): nobody waits for it, and a kill -9 loses nothing written
+   * (the OS has it). Power lost before the next fsync may bring acked messages back (at least
+   * once) and lower a delivery count by one commit's worth; in WAL mode the next fsync, of an append's
+   * commit or of a checkpoint, covers every commit before it. A drained backlog would otherwise
+   * pay one fsync per few milliseconds of acks, about half of the drain's time.
+   */
+  #syncOnCommit(full: boolean): void {
+    if (full === this.#fullSync) return;
+    this.#db.run(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+    this.#fullSync = full;
+  }
 
   #failed(error: unknown, batch: Batch | null): void {
     const failure = this.#unavailable(error);
@@ -470,7 +545,7 @@ export class SqliteStore implements Store {
     // fsync appends are not confirmed yet: their senders are told, and the rows are forgotten.
     // Batch appends were confirmed already: they stay pending and are retried.
     for (const seq of this.#unconfirmed) {
-      this.#seqOf.delete(this.#appends.get(seq)!);
+      this.#appends.get(seq)!.position = undefined;
       this.#appends.delete(seq);
     }
     this.stats.refused += this.#unconfirmed.size;

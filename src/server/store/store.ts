@@ -25,6 +25,12 @@ export interface StoredMessage {
   deliveries?: number;
   /** Set on a message a dead-letter queue received: why it died and where it came from. */
   deadLetter?: StoredDeadLetter | null;
+  /**
+   * Written by a store that keeps positions (the durable one): the message's row while it is
+   * stored, undefined once removed. A field, not a map of the store's, because a map entry per
+   * message held in memory cost more than the rest of the message's bookkeeping.
+   */
+  position?: number | undefined;
 }
 
 /** Dead-letter information kept with a message (store format v2). */
@@ -61,4 +67,39 @@ export interface Store {
   setMeta(key: string, value: string | number): void;
   /** Flushes what is pending and releases resources. */
   close(): void | Promise<void>;
+}
+
+/** One queue's share of a store: rows and estimated bytes on disk. */
+export interface QueueUsage {
+  messages: number;
+  bytes: number;
+}
+
+/**
+ * A store the broker can page to: it keeps messages the broker holds no copy of, and reads a
+ * queue's messages back in arrival order. The durable store is one; the memory store is not
+ * (the broker then keeps every message in memory, as it must anyway).
+ */
+export interface PagingStore extends Store {
+  /** The store's position (arrival order) of a message appended or read, while stored. */
+  positionOf(message: StoredMessage): number | undefined;
+  /**
+   * Up to `limit` stored messages of `queue` at or after `from`, in arrival order, with
+   * `deliveries` and `deadLetter` set; `positionOf` knows them, `remove` and `noteDelivery`
+   * accept them. Only committed messages are read (a pending batch-mode append is committed first).
+   */
+  readQueue(queue: string, from: number, limit: number): StoredMessage[];
+  /** Every queue with stored messages. */
+  usage(): Map<string, QueueUsage>;
+  /** One queue's share (zeros when it has nothing stored). */
+  queueUsage(queue: string): QueueUsage;
+  /**
+   * Every stored message in arrival order, read lazily (what `load()` returns, without holding it
+   * all): for a peer that must receive every live message of a big store.
+   */
+  scan(): IterableIterator<StoredMessage>;
+}
+
+export function canPage(store: Store | null): store is PagingStore {
+  return store !== null && typeof (store as Partial<PagingStore>).readQueue === "function";
 }

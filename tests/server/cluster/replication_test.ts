@@ -45,6 +45,7 @@ function setup(minInSync: number, extra: Partial<ReplicationOptions> = {}) {
 }
 
 let seq = 0;
+const snapshot = (messages: Message[]) => ({ count: messages.length, entries: messages[Symbol.iterator]() });
 const message = (id: string) => new Message(id, "q/v1", "x", new Uint8Array([1, 2, 3]), 0, seq++);
 
 async function settled(promise: Promise<void>): Promise<"confirmed" | string> {
@@ -59,7 +60,7 @@ describe("Replication", () => {
   it("Replication sends a snapshot, SYNCED, then live entries; a replica is in sync once it stored the snapshot", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
-    replication.attach(link, [message("a"), message("b")]);
+    replication.attach(link, snapshot([message("a"), message("b")]));
     expect(link.ops).toEqual([OP.APPEND, OP.APPEND, OP.SYNCED]);
     replication.append(message("c"));
     expect(link.ops.at(-1)).toBe(OP.APPEND);
@@ -88,7 +89,7 @@ describe("Replication", () => {
     const { replication } = setup(2);
     const [one, two] = [new FakeLink("s1"), new FakeLink("s2")];
     for (const link of [one, two]) {
-      replication.attach(link, []);
+      replication.attach(link, snapshot([]));
       replication.ack(link, link.lastSeq());
     }
     expect(replication.inSyncCount()).toBe(2);
@@ -105,7 +106,7 @@ describe("Replication", () => {
   it("Replication with minInSyncReplicas 1 never waits for replicas", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
-    replication.attach(link, []);
+    replication.attach(link, snapshot([]));
     replication.ack(link, link.lastSeq());
     expect(replication.waitFor(replication.append(message("m")), "q/v1/x")).toBeUndefined();
   });
@@ -113,7 +114,7 @@ describe("Replication", () => {
   it("Replication takes a silent replica out of sync after maxLagMs; a send waiting only for it is then refused", async () => {
     const { replication, advance, logs } = setup(2);
     const link = new FakeLink("s1");
-    replication.attach(link, []);
+    replication.attach(link, snapshot([]));
     replication.ack(link, link.lastSeq());
     const waiting = replication.waitFor(replication.append(message("m")), "q/v1/x")!;
     advance(500);
@@ -130,7 +131,7 @@ describe("Replication", () => {
   it("Replication: a lagging replica comes back in sync once it caught up", () => {
     const { replication, advance } = setup(2);
     const link = new FakeLink("s1");
-    replication.attach(link, []);
+    replication.attach(link, snapshot([]));
     replication.ack(link, link.lastSeq());
     const index = replication.append(message("m"));
     advance(1_500);
@@ -151,7 +152,7 @@ describe("Replication", () => {
     });
     const [one, two] = [new FakeLink("s1"), new FakeLink("s2")];
     for (const link of [one, two]) {
-      replication.attach(link, []);
+      replication.attach(link, snapshot([]));
       replication.ack(link, link.lastSeq());
       release();
     }
@@ -170,7 +171,7 @@ describe("Replication", () => {
     const { replication } = setup(1, { maxQueuedBytes: 64 * 1024 });
     const link = new FakeLink("s1");
     link.backlogBytes = 1 << 30; // its socket takes nothing: every entry waits
-    replication.attach(link, []);
+    replication.attach(link, snapshot([]));
     const big = new Message("big", "q/v1", "x", new Uint8Array(10_000), 0, seq++);
     let appended = 0;
     for (; appended < 100 && link.failed === null; appended++) replication.append(big);
@@ -181,7 +182,7 @@ describe("Replication", () => {
   it("Replication batches the removals of one tick in one REMOVE entry", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
-    replication.attach(link, []);
+    replication.attach(link, snapshot([]));
     replication.remove("a");
     replication.remove("b");
     replication.tick();

@@ -1,0 +1,124 @@
+/**
+ * Paging of durable queues to the store (the per-queue state and its rules are in backlog.ts).
+ *
+ * The broker hands every message it accepts to `accept()`: a message of a durable queue beyond
+ * its memory budget stays in the store only; any other goes to the queue. When a queue's memory
+ * drops (`settled()`), the oldest paged messages are read back in arrival order, `REFILL_ROWS`
+ * per event-loop turn, until the budget is full again, so that consumers find messages in memory
+ * ahead of need. At start (`recover()`) every stored message is paged and only a first page is read.
+ */
+import { MESSAGE_OVERHEAD_BYTES, REFILL_ROWS } from "./backlog.ts";
+import type { Logger } from "./log.ts";
+import type { Message } from "./message.ts";
+import type { Queue } from "./queue.ts";
+import type { PagingStore, StoredMessage } from "./store/store.ts";
+
+/** How soon a failed read of paged messages is tried again. */
+const REFILL_RETRY_MS = 500;
+
+export interface PagerHost {
+  readonly log: Logger;
+  /** The queue of that name, created when missing. */
+  queue(name: string): Queue;
+  /** Puts a message read back from the store into its queue. */
+  admit(queue: Queue, record: StoredMessage, recovered: boolean): void;
+  /** Delivers what admitting made ready (socket writes). */
+  flush(): void;
+}
+
+export class Pager {
+  constructor(readonly store: PagingStore, readonly host: PagerHost) {}
+
+  /**
+   * Takes a message the broker accepted for a durable queue: true when it stays in the store only
+   * (the caller must not route it), false when the queue must take it.
+   */
+  page(queue: Queue, message: Message): boolean {
+    const backlog = queue.backlog;
+    if (!backlog.mustPage(message.body.length, queue.settings.memoryBudgetBytes)) return false;
+    const position = this.store.positionOf(message.record ?? message);
+    if (position === undefined) return false; // not stored (the store refused it): memory is all it has
+    if (backlog.count === 0) backlog.from = position;
+    backlog.count++;
+    queue.counters.received++;
+    // Paged messages count towards maxItemsInQueue: the oldest waiting copies may have to go.
+    if (backlog.bounded > 0 && queue.settings.maxItemsInQueue !== Infinity) {
+      queue.trimWaiting();
+      if (backlog.bounded > queue.settings.maxItemsInQueue) this.settled(queue);
+    }
+    return true;
+  }
+
+  /** A message of the queue left memory: read paged ones back when memory is low enough. */
+  settled(queue: Queue): void {
+    if (!queue.backlog.wantsRefill(queue.settings.memoryBudgetBytes)) return;
+    queue.backlog.refilling = true;
+    setImmediate(() => this.#refillTurn(queue));
+  }
+
+  /**
+   * At start: every stored message is paged (the store knows each queue's count without reading
+   * the rows), then each queue reads its first page, so a restart costs one page per queue,
+   * whatever the size of the backlog.
+   */
+  recover(): number {
+    let total = 0;
+    for (const [name, usage] of this.store.usage()) {
+      const queue = this.host.queue(name);
+      const backlog = queue.backlog;
+      backlog.count = usage.messages;
+      backlog.recovered = usage.messages;
+      backlog.from = 0;
+      queue.counters.received += usage.messages;
+      total += usage.messages;
+      this.refill(queue, REFILL_ROWS);
+      this.settled(queue); // the rest of the budget, a page per turn
+    }
+    return total;
+  }
+
+  /** Reads up to `rows` paged messages back (fewer when the budget fills first). */
+  refill(queue: Queue, rows: number): void {
+    const backlog = queue.backlog;
+    const budget = queue.settings.memoryBudgetBytes;
+    while (rows > 0 && backlog.count > 0 && backlog.resident < budget) {
+      // No more rows than could fit were their bodies empty: a small budget reads a few at a time.
+      const fit = Math.ceil((budget - backlog.resident) / MESSAGE_OVERHEAD_BYTES);
+      const records = this.store.readQueue(queue.name, backlog.from, Math.min(rows, backlog.count, REFILL_ROWS, fit));
+      if (records.length === 0) {
+        // The rows are gone (removed by something other than a settle): nothing left to read.
+        this.host.log.error("store", `queue=${queue.name};paged=${backlog.count};paged messages not found in the store;forgotten`);
+        backlog.count = 0;
+        backlog.recovered = 0;
+        return;
+      }
+      for (const record of records) {
+        backlog.from = this.store.positionOf(record)! + 1;
+        backlog.count--;
+        const recovered = backlog.recovered > 0;
+        if (recovered) backlog.recovered--;
+        rows--;
+        this.host.admit(queue, record, recovered);
+      }
+    }
+  }
+
+  #refillTurn(queue: Queue): void {
+    queue.backlog.refilling = false;
+    try {
+      this.refill(queue, REFILL_ROWS);
+      this.host.flush();
+    } catch (error) {
+      // A failing disk: tried again a little later, not on every turn.
+      this.host.log.failure("store", `queue=${queue.name};reading paged messages failed, retrying`, error);
+      queue.backlog.refilling = true;
+      setTimeout(() => this.#refillTurn(queue), REFILL_RETRY_MS);
+      return;
+    }
+    // Still below the budget: the next page on the next turn (sockets get theirs in between).
+    if (queue.backlog.count > 0 && queue.backlog.resident < queue.settings.memoryBudgetBytes) {
+      queue.backlog.refilling = true;
+      setImmediate(() => this.#refillTurn(queue));
+    }
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Giving memory back after a burst. A drained spike leaves its messages as garbage; with no
+ * traffic afterwards nothing makes the garbage collector run, so the memory would stay taken until
+ * the next burst. Once a second the server asks `check()`: after at least `RECLAIM_AFTER`
+ * messages moved (received, sent or acked) since the last collection, and a second with fewer
+ * than `QUIET_PER_SECOND` of them, one full collection runs (tens of ms on a heap of this
+ * size, at a quiet moment) and the allocator can return the freed pages to the OS (see
+ * MIMALLOC_PURGE_DELAY in the README).
+ */
+import type { BrokerCounters } from "./stats.ts";
+
+/** Messages moved since the last collection before a quiet second triggers one. */
+export const RECLAIM_AFTER = 200_000;
+/** Fewer messages than this in the last second: the broker is quiet. */
+export const QUIET_PER_SECOND = 1000;
+
+export class Reclaimer {
+  #last: number;
+  #collectedAt: number;
+
+  constructor(readonly counters: BrokerCounters, readonly collect: () => void = () => Bun.gc(true)) {
+    this.#last = this.#moved();
+    this.#collectedAt = this.#last;
+  }
+
+  /** Called about once a second; true when it collected. */
+  check(): boolean {
+    const moved = this.#moved();
+    const lastSecond = moved - this.#last;
+    this.#last = moved;
+    if (lastSecond >= QUIET_PER_SECOND || moved - this.#collectedAt < RECLAIM_AFTER) return false;
+    this.#collectedAt = moved;
+    this.collect();
+    return true;
+  }
+
+  #moved(): number {
+    const { received, sent, acked } = this.counters;
+    return received + sent + acked;
+  }
+}
