@@ -5,6 +5,7 @@
  */
 import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
 import type { AppendOp } from "../protocol/peer_ops.ts";
+import { join } from "node:path";
 import { Cluster } from "./cluster/cluster.ts";
 import { channelSettings, type Config, durableKey } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
@@ -34,6 +35,9 @@ export interface BrokerOptions {
   /** Where messages are kept safe; none (the default) keeps them in the queues' memory only. */
   store?: Store | null;
 }
+
+/** Where, under `registeredClientsPath`, the keys of peer brokers are pinned. */
+export const PEER_KEYS_FOLDER = "peers";
 
 /** Paged rows read from the store per step of a replica's snapshot. */
 const SNAPSHOT_PAGE = 2_000;
@@ -98,6 +102,11 @@ export class Broker {
   rules: Rules;
   /** Pinned public keys (`registeredClientsPath`). */
   registry: KeyRegistry;
+  /**
+   * Pinned public keys of peer brokers (`<registeredClientsPath>/peers`): apart from the clients',
+   * so that a client that takes a peer's serviceId as its id first can never pass for that peer.
+   */
+  peerRegistry: KeyRegistry;
   /** Owners of ids read through exclusive (`!`) rules. */
   readonly exclusive = new ExclusiveOwners();
   /** True while the server closes every connection to stop (see Session.closed()). */
@@ -126,6 +135,7 @@ export class Broker {
     this.rules = compileRules(config.rules);
     this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
+    this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
     const broker = this;
     this.cluster = new Cluster({
       get config() {
@@ -208,8 +218,13 @@ export class Broker {
     this.rules = rules;
     this.schemas = schemas;
     this.#routes.clear(); // routes cache each queue's schema
-    if (config.registeredClientsPath !== this.registry.directory) this.registry = new KeyRegistry(config.registeredClientsPath);
-    else this.registry.forget();
+    if (config.registeredClientsPath !== this.registry.directory) {
+      this.registry = new KeyRegistry(config.registeredClientsPath);
+      this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
+    } else {
+      this.registry.forget();
+      this.peerRegistry.forget();
+    }
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
@@ -499,9 +514,10 @@ export class Broker {
    */
   async authenticate(clientId: string, nonce: string, proof: AuthProof, peer = false): Promise<void> {
     const { serviceId } = this.config;
-    const pinned = await this.registry.get(clientId);
+    const registry = peer ? this.peerRegistry : this.registry;
+    const pinned = await registry.get(clientId);
     if (pinned !== null) {
-      await this.registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
+      await registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
       await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: pinned, clientId });
       return;
     }
@@ -510,8 +526,8 @@ export class Broker {
       throw new KittenError("UNKNOWN_CLIENT", `Cannot accept client "${clientId}": no rule's client matches this new id`);
     }
     await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: proof.publicKey, clientId });
-    if (await this.registry.pin(clientId, proof.publicKey) === "pinned") {
-      this.log.info("auth", `client=${clientId};public key pinned`);
+    if (await registry.pin(clientId, proof.publicKey) === "pinned") {
+      this.log.info("auth", `${peer ? "peer" : "client"}=${clientId};public key pinned`);
     }
   }
 

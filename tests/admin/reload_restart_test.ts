@@ -40,7 +40,7 @@ it("POST /reload changing keys that need a restart lists every one, applies noth
   const running = (await f.request("/config")).body.config;
   expect(running.socketServer.port).toBe(0);
   expect(running.socketServer.maxFrameSize).toBe(1048576);
-  expect(running.maxItemsInQueue).toBe(1000);
+  expect(running.maxItemsInQueue).toBe(null); // the default: by durability
   const logged = f.logger.lines.filter((line) => line.includes("reload refused"));
   expect(logged).toHaveLength(1);
   expect(logged[0]).toContain("socketServer.port");

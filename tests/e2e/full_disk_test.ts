@@ -56,6 +56,9 @@ function start(disk: string): { server: BrokerServer; logger: ReturnType<typeof 
     socketServer: { port: 0, host: "127.0.0.1" },
     isManagementInterface: false,
     durability: "fsync",
+    // The store's own handling of a full disk is tested here, not the floor that refuses sends
+    // before it (minFreeDiskBytes, tested in tests/e2e/paging_test.ts).
+    minFreeDiskBytes: 0,
     dataDirectory: join(disk, "data"),
     registeredClientsPath: join(dirs.make(), "clients"),
   });

@@ -248,3 +248,27 @@ it("replication: a slave catches up a backlog the master keeps on disk (paged), 
   await waitFor(() => got.size === 5_000, 20_000, "master delivered everything");
   await waitFor(() => held(slave!) === 0, 20_000, "the slave dropped every acked message, paged ones included");
 }, 60_000);
+
+it("replication: peers are pinned apart from clients: a client named like a peer cannot take its place, and another key claiming to be that peer is refused", async () => {
+  const [master, slave] = await cluster(2);
+  master!.start();
+  // A client takes the id "b1" first: it pins its own key, as a client.
+  const { mq } = await (async () => {
+    const client = new Client();
+    cleanup.add(client);
+    await client.connect(clientOptions({ host: master!.host }, { clientId: "b1" }));
+    return { mq: client };
+  })();
+  expect(mq.isConnected()).toBe(true);
+
+  slave!.start(); // the real peer b1, with its own key pair: pinned as a peer
+  await waitFor(() => slave!.upstreamState === "in-sync", 10_000, "the real peer in sync");
+  await slave!.stop();
+
+  // Another broker calling itself b1, with another key pair.
+  const impostor = new Peer("b1", slave!.port, join(temps.make("kitten-impostor-"), "b1"), { isMaster: false });
+  impostor.peers = [master!.host];
+  impostor.start();
+  await waitFor(() => impostor.logger.lines.some((line) => line.includes("KEY_MISMATCH")), 10_000, "the impostor refused");
+  expect(impostor.upstreamState).not.toBe("in-sync");
+}, 30_000);
