@@ -79,18 +79,21 @@ describe("Election on a three-node etcd cluster", () => {
     const followers = etcd.nodes.filter((n) => n !== raftLeader);
     // Renewals go through one of the two followers at any time, so pausing each in turn hangs the
     // node they go through at least once; the cluster keeps a quorum throughout.
-    const leader = startElection("leader", { endpoints: followers.map((n) => n.clientUrl), prefix: testPrefix(), leaseTtlSeconds: TTL });
+    // A longer lease than the other tests': moving renewals to the other node must fit in its
+    // margin even on a loaded machine (the mechanism, not a timing, is what is tested).
+    const ttl = 5;
+    const leader = startElection("leader", { endpoints: followers.map((n) => n.clientUrl), prefix: testPrefix(), leaseTtlSeconds: ttl });
     inProcess.push(leader);
     await waitFor(() => leader.election.isLeader, 10_000, "elected");
     const epoch = leader.election.epoch;
     for (const follower of followers) {
       follower.pause();
       const pausedAt = performance.now();
-      await waitFor(() => performance.now() - pausedAt > 2 * TTL * 1000, 3 * TTL * 1000, "two TTLs");
+      await waitFor(() => performance.now() - pausedAt > 2 * ttl * 1000, 3 * ttl * 1000, "two TTLs");
       follower.resume();
     }
     expect(leader.stepDowns()).toEqual([]);
     expect(leader.election.epoch).toBe(epoch);
     await leader.election.publishIsr(["leader"]);
-  });
+  }, 60_000);
 });
