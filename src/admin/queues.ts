@@ -5,7 +5,7 @@
  *
  *   GET    /queues                                       every queue: depths, counters, handlers
  *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
- *   GET    /queues/:endpoint/:version/messages?limit&offset   live copies, with a body preview
+ *   GET    /queues/:endpoint/:version/messages?limit&offset[&id]   live copies, with a body preview (of one id)
  *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
  *   DELETE /queues/:endpoint/:version[?id=destination]   purge ready, delayed and waiting copies
  *
@@ -49,10 +49,18 @@ export function queueRoutes(server: BrokerServer): Hono {
     const queue = findQueue(server, c);
     const limit = intQuery(c, "limit", 1, MAX_PAGE, DEFAULT_PAGE);
     const offset = intQuery(c, "offset", 0, Number.MAX_SAFE_INTEGER, 0);
-    const depth = queue.depth();
-    const total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
-    const messages = messagePage(queue, limit, offset).map((copy) => copyView(queue.name, copy));
-    return c.json({ queue: queue.name, total, limit, offset, messages });
+    const id = c.req.query("id");
+    if (id === "") throw new KittenError("BAD_REQUEST", `Cannot list messages of "${queue.name}": id must be a non-empty destination id`);
+    let total: number;
+    if (id === undefined) {
+      const depth = queue.depth();
+      total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
+    } else {
+      const depth = depthById(queue).get(id);
+      total = depth ? depth.ready + depth.inflight + depth.delayed + depth.waiting : 0;
+    }
+    const messages = messagePage(queue, limit, offset, id).map((copy) => copyView(queue.name, copy));
+    return c.json({ queue: queue.name, id: id ?? null, total, limit, offset, messages });
   });
 
   app.get("/:endpoint/:version/messages/:messageId", (c) => {

@@ -9,3 +9,5 @@ export type { Queue } from "./queue.ts";
 export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue_view.ts";
 export type { Session } from "./session.ts";
 export { Logger, memoryLogger } from "./log.ts";
+export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./history.ts";
+export { type Gauge, type GaugeSample, LATENCY_SAMPLE_EVERY } from "./stats.ts";
