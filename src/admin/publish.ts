@@ -21,7 +21,7 @@ export const ADMIN_CLIENT_ID = "kitten-mq-admin";
 
 const PublishRequest = v.strictObject({
   channel: v.pipe(v.string(), v.minLength(1)),
-  body: v.unknown(),
+  body: v.optional(v.unknown()),
   messageId: v.optional(v.pipe(v.string(), v.regex(/^[\x21-\x7e]{1,128}$/, "must be 1 to 128 printable ASCII characters"))),
 });
 

@@ -3,7 +3,7 @@
  * (`/queues/orders/v1`), and `/queues/orders%2Fv1` is accepted too (app.ts rewrites it), as
  * the original's dashboard encoded it.
  *
- *   GET    /queues                                       every queue: depths, counters, handlers
+ *   GET    /queues                                       every queue: depths, counters, rates of the last second, handlers
  *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
  *   GET    /queues/:endpoint/:version/messages?limit&offset[&id]   live copies, with a body preview (of one id)
  *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
@@ -28,7 +28,7 @@ export function queueRoutes(server: BrokerServer): Hono {
 
   app.get("/", (c) => {
     const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
-    return c.json({ queues: queues.map((queue) => queueSummary(queue)) });
+    return c.json({ queues: queues.map((queue) => ({ ...queueSummary(queue), rates: queueRates(server, queue.name) })) });
   });
 
   app.get("/:endpoint/:version", (c) => {
@@ -90,6 +90,12 @@ export function queueRoutes(server: BrokerServer): Hono {
     );
   });
   return app;
+}
+
+/** Per-second rates of the last second, from the broker's history (zeros for a queue it does not track). */
+function queueRates(server: BrokerServer, name: string) {
+  const track = server.broker.stats.history.queue(name);
+  return { received: track?.last("received") ?? 0, delivered: track?.last("delivered") ?? 0, acked: track?.last("acked") ?? 0 };
 }
 
 /** What GET /queues shows of each queue. */

@@ -72,6 +72,13 @@ export class Track {
     return this.#size;
   }
 
+  /** The latest value of a series (0 before the first point). */
+  last(name: string): number {
+    const i = this.#names.indexOf(name);
+    if (i < 0 || this.#size === 0) return 0;
+    return this.#values[i]![(this.#head - 1 + HISTORY_POINTS) % HISTORY_POINTS]!;
+  }
+
   /** The points, oldest first. */
   view(queue: string | null): HistoryView {
     const first = (this.#head - this.#size + HISTORY_POINTS) % HISTORY_POINTS;
