@@ -91,6 +91,10 @@ export const ERRORS = {
   NOT_FOUND: { status: 404, fatal: false },
   /** Admin API: the bearer token (`admin.token`) is missing or wrong. */
   UNAUTHORIZED: { status: 401, fatal: false },
+  /** CLI: the command line is wrong (unknown command or flag, missing value); exit code 2. */
+  USAGE: { status: 400, fatal: false },
+  /** CLI: no broker answers on the admin API the config names (not running, wrong config). */
+  UNREACHABLE: { status: 503, fatal: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

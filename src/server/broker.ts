@@ -7,6 +7,7 @@ import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
 import type { AppendOp } from "../protocol/peer_ops.ts";
 import { join } from "node:path";
 import { Cluster } from "./cluster/cluster.ts";
+import { registerClusterGauges } from "./cluster/metrics.ts";
 import { channelSettings, type Config, durableKey } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
@@ -150,6 +151,7 @@ export class Broker {
       acceptReplica: (op, generation) => this.#acceptReplica(op, generation),
       nextSeq: () => this.#seq,
     });
+    registerClusterGauges(this.stats, this.cluster);
     this.#pager = canPage(this.store)
       ? new Pager(this.store, {
         log: this.log,

@@ -10,3 +10,5 @@ export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, mess
 export type { Session } from "./session.ts";
 export { Logger, memoryLogger } from "./log.ts";
 export type { ClusterStatus } from "./cluster/cluster.ts";
+export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./history.ts";
+export { type Gauge, type GaugeSample, LATENCY_SAMPLE_EVERY } from "./stats.ts";

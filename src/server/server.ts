@@ -18,13 +18,14 @@ import { join } from "node:path";
  * The durable store, when anything needs one: the broker or a channel is durable, or a store
  * left by an earlier run holds messages (switching to memory must not silently drop them).
  */
-function openStore(config: Config, logger: Logger): Store | null {
+function openStore(config: Config, logger: Logger, onCommit: (elapsedMs: number) => void): Store | null {
   if (durableKey(config) === null && !existsSync(join(config.dataDirectory, STORE_FILE))) return null;
   return new SqliteStore({
     directory: config.dataDirectory,
     mode: config.durability === "batch" ? "batch" : "fsync",
     commitIntervalMs: config.commitIntervalMs,
     logger,
+    onCommit,
   });
 }
 
@@ -35,6 +36,12 @@ function whyNotListening(error: unknown): string {
   if (code === "EADDRNOTAVAIL") return "the address is not one of this machine's";
   if (code === "EACCES") return "permission denied (ports below 1024 need privileges)";
   return `${typeof code === "string" ? `${code}: ` : ""}${(error as Error)?.message ?? String(error)}`;
+}
+
+/** Once a second: the rate window and the history (GET /history). */
+export function sampleStats(broker: Broker, now: number): void {
+  broker.stats.sample(now);
+  broker.stats.history.record(now, { counters: broker.stats.counters, connections: broker.sessions.size, queues: broker.queues.values() });
 }
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
@@ -67,8 +74,12 @@ export interface StartOptions extends BrokerOptions {
 
 export function startBroker(config: Config, options: StartOptions = {}): BrokerServer {
   const logger = options.logger ?? new Logger(config.logLevel);
-  const store = options.store !== undefined ? options.store : openStore(config, logger);
+  // The store is opened before the broker whose statistics time its commits.
+  let timed: Broker | null = null;
+  const onCommit = (elapsedMs: number) => timed?.stats.commit.observe(elapsedMs / 1000);
+  const store = options.store !== undefined ? options.store : openStore(config, logger, onCommit);
   const broker = new Broker(config, { ...options, logger, store });
+  timed = broker;
   // Recovery runs before the port opens: no client sees the broker half-loaded.
   broker.recover();
   let listener: ReturnType<typeof listen>;
@@ -87,14 +98,19 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   broker.cluster.start();
   let lastSample = broker.now();
   const reclaimer = new Reclaimer(broker.stats.counters);
+  let lastTick = performance.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
     // so it gets the same guard (tcp.ts): logged, and the next tick runs.
     try {
+      // The timer's own delay is the event loop's lag: real time, whatever clock the broker uses.
+      const tickAt = performance.now();
+      broker.stats.noteTimerDelay(tickAt - lastTick - TICK_MS);
+      lastTick = tickAt;
       broker.tick();
       const now = broker.now();
       if (now - lastSample >= 1000) {
-        broker.stats.sample(now);
+        sampleStats(broker, now);
         broker.cluster.checkEligibility();
         lastSample = now;
         reclaimer.check();

@@ -306,9 +306,19 @@ export class Session implements DeliverySink, ReplicaLink {
   }
 
   #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
+    const stats = this.#broker.stats;
+    // One send in LATENCY_SAMPLE_EVERY is timed; the others pay one decrement.
+    const started = stats.publishSampler.hit() ? performance.now() : -1;
     const stored = this.#broker.send(channel, messageId, body, this);
-    if (stored === undefined) return this.#confirm(ref);
-    this.#afterwards(stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)));
+    if (stored === undefined) {
+      this.#confirm(ref);
+      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
+      return;
+    }
+    this.#afterwards(stored.then(() => {
+      this.#confirm(ref);
+      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
+    }, (error) => this.#fail(ref, error)));
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
@@ -512,7 +522,9 @@ export class Session implements DeliverySink, ReplicaLink {
       );
       this.#broker.dirty.add(this);
     }
-    this.#broker.stats.counters.sent++;
+    const stats = this.#broker.stats;
+    stats.counters.sent++;
+    if (copy.deliveries === 1 && stats.deliverSampler.hit()) stats.sendDeliver.observe((this.#broker.now() - message.created) / 1000);
   }
 
   #confirm(ref: number): void {

@@ -14,6 +14,7 @@ import { parseConfig } from "../../src/server/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import type { Broker } from "../../src/server/broker.ts";
+import { renderMetrics } from "../../src/admin/metrics.ts";
 
 const cleanup = new Cleanup();
 const temps = new TempDirs();
@@ -125,6 +126,12 @@ it("replication: a slave started after 25,000 confirmed sends (more than a clien
   const status = master!.broker.cluster.status();
   expect(status.inSync).toEqual(["b0", "b1"]);
   expect(status.replicas[0]).toMatchObject({ peer: "b1", state: "in-sync", snapshotLeft: 0 });
+  // The same, as Prometheus sees it.
+  const masterMetrics = renderMetrics(master!.server!);
+  expect(masterMetrics).toContain('kitten_mq_cluster_replica_in_sync{peer="b1"} 1');
+  expect(masterMetrics).toContain("kitten_mq_cluster_in_sync_brokers 2");
+  expect(masterMetrics).toMatch(/kitten_mq_cluster_replica_lag_entries\{peer="b1"\} \d+/);
+  expect(renderMetrics(slave!.server!)).toContain('kitten_mq_cluster_upstream_in_sync{state="in-sync"} 1');
 
   // Live sends stream to it too, and acks on the master remove them there.
   const { mq: consumer } = await client([master!.host]);

@@ -64,9 +64,10 @@ export async function run(args: CliArgs): Promise<number> {
     await writeFile(path, text, { flag: args.force ? "w" : "wx", mode: 0o600 });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") throw new CliError(`"${path}" exists: pass --force to overwrite it`);
-    throw new CliError(`cannot write "${path}": ${(error as Error).message}`);
+    if (code === "EEXIST") throw new CliError("BAD_REQUEST", `"${path}" exists: pass --force to overwrite it`);
+    throw new CliError("BAD_REQUEST", `cannot write "${path}": ${(error as Error).message}`);
   }
-  console.log(`kitten-mq: wrote ${path}; start with: kitten-mq start --config ${path}`);
+  if (args.json) console.log(JSON.stringify({ path, written: true, start: `kitten-mq start --config ${path}` }, null, 2));
+  else console.log(`kitten-mq: wrote ${path}; start with: kitten-mq start --config ${path}`);
   return 0;
 }

@@ -62,6 +62,8 @@ export interface SqliteStoreOptions {
   logger?: Logger;
   /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
   beforeCommit?: () => void;
+  /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
+  onCommit?: (elapsedMs: number) => void;
 }
 
 /** Counters for statistics, the probe script and tests. */
@@ -131,6 +133,7 @@ export class SqliteStore implements PagingStore {
   readonly #commitIntervalMs: number;
   readonly #retryIntervalMs: number;
   readonly #beforeCommit: (() => void) | undefined;
+  readonly #onCommit: ((elapsedMs: number) => void) | undefined;
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
   readonly #rollback: Statement<unknown, []>;
@@ -174,6 +177,7 @@ export class SqliteStore implements PagingStore {
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
     this.#retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#beforeCommit = options.beforeCommit;
+    this.#onCommit = options.onCommit;
     let db: Database | undefined;
     try {
       mkdirSync(this.directory, { recursive: true });
@@ -497,6 +501,7 @@ export class SqliteStore implements PagingStore {
     stats.lastCommitMs = elapsed;
     stats.commitMs += elapsed;
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
+    this.#onCommit?.(elapsed);
     if (operations > stats.largestBatch) stats.largestBatch = operations;
     if (deliveries.size > 0) {
       if (!deferred) this.#deliveries = new Map();
