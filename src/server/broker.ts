@@ -374,6 +374,8 @@ export class Broker {
         if (message) message.syncGeneration = generation;
       });
     }
+    // Held on disk only (paged): stored already, nothing to add.
+    if (canPage(this.store) && this.store.holds(id)) return;
     const message = new Message(id, queueName, destination, copyBytes(body), created, this.#seq++);
     message.deliveries = deliveries;
     message.deadLetter = deadLetter;

@@ -142,6 +142,9 @@ export class SqliteStore implements PagingStore {
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
   readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+  readonly #holds: Statement<unknown, [id: string]>;
+  /** The index by id exists (its creation at open fails on a full disk: lookups then answer false). */
+  #indexedById = false;
   /** Rows and bytes per queue, as of the last commit (usage.ts). */
   readonly #usage: StoreUsage;
   #nextSeq: number;
@@ -200,6 +203,8 @@ export class SqliteStore implements PagingStore {
       // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
       // sends are refused until a commit succeeds again.
       try {
+        db.run(SQL.indexById);
+        this.#indexedById = true;
         setMeta(db, "opened", Date.now());
       } catch (error) {
         if (!isDiskFull(error)) throw error;
@@ -229,6 +234,7 @@ export class SqliteStore implements PagingStore {
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#addUsage = db.prepare(SQL.addUsage);
     this.#selectQueue = db.prepare(SQL.selectQueue);
+    this.#holds = db.prepare(SQL.holds);
     this.#usage = StoreUsage.read(db);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
@@ -316,6 +322,12 @@ export class SqliteStore implements PagingStore {
     return messages;
   }
 
+  /** True when a committed message with this id is stored (a slave's check for paged messages). */
+  holds(messageId: string): boolean {
+    if (this.#closed || !this.#indexedById) return false;
+    return this.#holds.get(messageId) !== null;
+  }
+
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
   *scan(): IterableIterator<StoredMessage> {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
@@ -393,7 +405,7 @@ export class SqliteStore implements PagingStore {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      const statements = [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#addUsage, this.#selectQueue];
+      const statements = [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#addUsage, this.#selectQueue, this.#holds];
       for (const statement of statements) statement.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {

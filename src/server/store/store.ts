@@ -91,6 +91,8 @@ export interface PagingStore extends Store {
   readQueue(queue: string, from: number, limit: number): StoredMessage[];
   /** Every queue with stored messages. */
   usage(): Map<string, QueueUsage>;
+  /** True when a committed message with this id is stored. */
+  holds(messageId: string): boolean;
   /** One queue's share (zeros when it has nothing stored). */
   queueUsage(queue: string): QueueUsage;
   /**
