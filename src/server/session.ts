@@ -612,20 +612,25 @@ export class Session implements DeliverySink, ReplicaLink {
 
   /**
    * Closes a connection that did not read for `slowConsumerGraceMs`. It is reset, not ended: an
-   * orderly close would wait behind the bytes it does not read, and keep the socket open.
+   * orderly close would wait behind the bytes it does not read, holding them in the kernel. No
+   * ERROR frame: it would queue behind those same bytes (logged with its code instead).
    */
   readonly #slowConsumer = (): void => {
     this.#slowTimer = null;
     if (this.state === "closed") return;
     const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
-    this.#fail(null, new KittenError(
-      "SLOW_CONSUMER",
-      `Cannot keep the connection of client "${this.clientId}": ${this.#unsentBytes} bytes unsent for more than ` +
-        `socketServer.slowConsumerGraceMs ${slowConsumerGraceMs} ms (maxOutgoingBytes ${maxOutgoingBytes})`,
-    ));
+    this.#broker.log.warn(
+      "socket",
+      `client=${this.clientId};remote=${this.#connection.remoteAddress};code=SLOW_CONSUMER;` +
+        `${this.#unsentBytes} bytes unsent for more than slowConsumerGraceMs ${slowConsumerGraceMs} ms ` +
+        `(maxOutgoingBytes ${maxOutgoingBytes});closing`,
+    );
     this.#unsent = [];
     this.#unsentBytes = 0;
-    this.#connection.terminate?.();
+    this.#batch.clear();
+    if (this.#connection.terminate) this.#connection.terminate();
+    else this.#connection.end();
+    this.closed();
   };
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
