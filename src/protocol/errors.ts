@@ -39,7 +39,8 @@ export const ERRORS = {
   TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
   /**
    * The connection's unsent bytes stayed over `socketServer.maxOutgoingBytes` for longer than
-   * `socketServer.slowConsumerGraceMs`: the client does not read what it asked for, and is closed.
+   * `socketServer.slowConsumerGraceMs`: the client does not read, and the broker resets the
+   * connection. Logged by the broker; no frame carries it (it would wait behind the unread bytes).
    */
   SLOW_CONSUMER: { status: 503, fatal: true },
   /** The broker is stopping (soft-stop): it refuses new connections and new messages. */

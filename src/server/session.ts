@@ -37,6 +37,7 @@ import {
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./auth.ts";
+import { collectAfterRefusal } from "./collector.ts";
 import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
 import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";
@@ -147,6 +148,7 @@ export class Session implements DeliverySink, ReplicaLink {
     } catch (error) {
       const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
       this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `${error.message}: the largest frame accepted before welcome`) : error);
+      if (tooLarge) collectAfterRefusal();
     }
     if (this.state === "open" || this.state === "closed") return;
     const held = this.#decoder.pendingBytes;
@@ -159,6 +161,7 @@ export class Session implements DeliverySink, ReplicaLink {
         `Cannot buffer a handshake frame: connections not yet welcomed hold ${this.#budget.held} bytes, ` +
           `more than socketServer.maxUnauthenticatedBytes ${limit}`,
       ));
+      collectAfterRefusal();
     }
   }
 
@@ -549,6 +552,9 @@ export class Session implements DeliverySink, ReplicaLink {
     if (isFatal(code)) {
       this.#broker.log.warn("socket", `client=${this.clientId || "?"};remote=${this.#connection.remoteAddress};code=${code};closing`);
       this.flush();
+      // Nothing more is read: what the peer still sends (the rest of an oversized frame) would
+      // only be copied into chunks to be dropped.
+      this.#connection.pause?.();
       this.#connection.end();
       this.closed();
     }
@@ -624,20 +630,25 @@ export class Session implements DeliverySink, ReplicaLink {
 
   /**
    * Closes a connection that did not read for `slowConsumerGraceMs`. It is reset, not ended: an
-   * orderly close would wait behind the bytes it does not read, and keep the socket open.
+   * orderly close would wait behind the bytes it does not read, holding them in the kernel. No
+   * ERROR frame: it would queue behind those same bytes (logged with its code instead).
    */
   readonly #slowConsumer = (): void => {
     this.#slowTimer = null;
     if (this.state === "closed") return;
     const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
-    this.#fail(null, new KittenError(
-      "SLOW_CONSUMER",
-      `Cannot keep the connection of client "${this.clientId}": ${this.#unsentBytes} bytes unsent for more than ` +
-        `socketServer.slowConsumerGraceMs ${slowConsumerGraceMs} ms (maxOutgoingBytes ${maxOutgoingBytes})`,
-    ));
+    this.#broker.log.warn(
+      "socket",
+      `client=${this.clientId};remote=${this.#connection.remoteAddress};code=SLOW_CONSUMER;` +
+        `${this.#unsentBytes} bytes unsent for more than slowConsumerGraceMs ${slowConsumerGraceMs} ms ` +
+        `(maxOutgoingBytes ${maxOutgoingBytes});closing`,
+    );
     this.#unsent = [];
     this.#unsentBytes = 0;
-    this.#connection.terminate?.();
+    this.#batch.clear();
+    if (this.#connection.terminate) this.#connection.terminate();
+    else this.#connection.end();
+    this.closed();
   };
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
