@@ -22,7 +22,7 @@
  * Options: --cycles N (10), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
  * 300..1200), --window N (sends awaiting confirmation, 200), --rate N (sends per second; default
  * 5,000 when messages pile up (--consume-at-end, --kill-publisher), unlimited otherwise),
- * --min-isr N (2), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
+ * --min-isr N (2), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
  * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
  * (no consumer during the cycles: every message stays unacked, so each new master must hold
  * everything confirmed so far, including what was confirmed while it was down).
@@ -50,6 +50,7 @@ const { values } = parseArgs({
     rate: { type: "string" },
     "min-isr": { type: "string", default: "2" },
     "lease-ttl": { type: "string", default: "3" },
+    "memory-budget": { type: "string" },
     "no-peers": { type: "boolean", default: false },
     auto: { type: "boolean", default: false },
     "kill-publisher": { type: "boolean", default: false },
@@ -58,7 +59,7 @@ const { values } = parseArgs({
   },
 });
 
-type IntOption = "cycles" | "seed" | "min-run-ms" | "max-run-ms" | "window" | "rate" | "min-isr" | "lease-ttl";
+type IntOption = "cycles" | "seed" | "min-run-ms" | "max-run-ms" | "window" | "rate" | "min-isr" | "lease-ttl" | "memory-budget";
 const int = (name: IntOption, min: number, fallback?: number): number => {
   const value = values[name] === undefined ? fallback : Number(values[name]);
   if (value === undefined || !Number.isSafeInteger(value) || value < min) {
@@ -80,6 +81,8 @@ const RATE = int("rate", 0, AT_END || KILL_PUBLISHER ? 5_000 : 0);
 const MIN_ISR = int("min-isr", 1);
 const LEASE_TTL = int("lease-ttl", 2);
 const PEERS = !values["no-peers"];
+/** memoryBudgetBytes of the queue: small, most of the backlog is paged to the store. */
+const MEMORY_BUDGET = values["memory-budget"] === undefined ? null : int("memory-budget", 1024);
 const CHANNEL = "failover/v1";
 const random = mulberry32(SEED);
 if (AUTO && !PEERS) {
@@ -269,6 +272,7 @@ async function main(): Promise<number> {
     etcd: etcd?.endpoints ?? null,
     leaseTtlSeconds: LEASE_TTL,
     maxMessages: 20_000_000,
+    memoryBudgetBytes: MEMORY_BUDGET,
   });
   mkdirSync(root, { recursive: true });
   await Promise.all(nodes.map((node) => node.start()));

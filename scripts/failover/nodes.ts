@@ -20,6 +20,8 @@ export interface NodeOptions {
   leaseTtlSeconds: number;
   /** Bound of each queue (sends past it get QUEUE_FULL). */
   maxMessages: number;
+  /** memoryBudgetBytes (null: the default). */
+  memoryBudgetBytes: number | null;
 }
 
 export class Node {
@@ -114,6 +116,7 @@ export async function makeNodes(root: string, options: NodeOptions): Promise<Nod
       prefetch: 1000,
       maxItemsInQueue: options.maxMessages,
       maxMessagesPerQueue: options.maxMessages,
+      ...(options.memoryBudgetBytes === null ? {} : { memoryBudgetBytes: options.memoryBudgetBytes }),
       logLevel: 2, // promotions, fencing and sync states are info lines
       cluster: {
         peers: options.peers ? hosts.filter((_, j) => j !== i) : [],

@@ -155,6 +155,11 @@ export class SqliteStore implements PagingStore {
   /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
   #removes: number[] = [];
   #removed: StoredMessage[] = [];
+  /**
+   * Ids of rows whose delete is not committed yet, by count; kept only once `holds()` was asked
+   * (a slave), so that a master's acks pay nothing for it.
+   */
+  #removing: Map<string, number> | null = null;
   /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
   #deliveries = new Map<StoredMessage, number>();
   /** Fsync mode: the promise every pending append returned. */
@@ -291,6 +296,7 @@ export class SqliteStore implements PagingStore {
     }
     this.#removes.push(seq);
     this.#removed.push(message);
+    if (this.#removing !== null) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
     this.#scheduleTimer(this.#commitIntervalMs);
   }
 
@@ -322,9 +328,17 @@ export class SqliteStore implements PagingStore {
     return messages;
   }
 
-  /** True when a committed message with this id is stored (a slave's check for paged messages). */
+  /**
+   * True when a committed message with this id is stored and not being removed (a slave's check
+   * for paged messages: a row whose delete is pending is as good as gone).
+   */
   holds(messageId: string): boolean {
     if (this.#closed || !this.#indexedById) return false;
+    if (this.#removing === null) {
+      this.#removing = new Map();
+      for (const message of this.#removed) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
+    }
+    if (this.#removing.has(messageId)) return false;
     return this.#holds.get(messageId) !== null;
   }
 
@@ -396,6 +410,7 @@ export class SqliteStore implements PagingStore {
     this.#appends.clear();
     this.#removes = [];
     this.#removed = [];
+    this.#removing = null;
     this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
     this.#log.info(
@@ -526,6 +541,14 @@ export class SqliteStore implements PagingStore {
     this.#appends = new Map();
     this.#unconfirmed.clear();
     this.#usage.apply(usage);
+    if (this.#removing !== null) {
+      for (let i = 0; i < deletes; i++) {
+        const id = this.#removed[i]!.id;
+        const pending = this.#removing.get(id) ?? 1;
+        if (pending <= 1) this.#removing.delete(id);
+        else this.#removing.set(id, pending - 1);
+      }
+    }
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
