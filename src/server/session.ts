@@ -608,7 +608,11 @@ export class Session implements DeliverySink, ReplicaLink {
     }
     this.#unsent.push(bytes.slice());
     this.#unsentBytes += bytes.length;
-    if (this.#slowTimer === null && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) this.#stopReading();
+    // A peer broker's replication stream has its own window and its own REPLICA_TOO_SLOW: its
+    // acks must keep being read while a snapshot goes out.
+    if (this.#slowTimer === null && !this.isPeer && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) {
+      this.#stopReading();
+    }
   }
 
   /** True while the socket is not read because the client does not read what it gets. */
