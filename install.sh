@@ -12,7 +12,8 @@
 #      (or takes --binary PATH), and runs `--version` on it;
 #   2. creates the kitten-mq system user and group (no login shell, no home);
 #   3. creates /var/www/kitten-mq (root:kitten-mq, 750), the default config (`kitten-mq init-conf`,
-#      only when missing) and the data, clients, keys and logs folders the config names;
+#      only when missing) and the data, clients and keys folders the config names (no logs folder:
+#      the broker logs to stdout and stderr, which journald keeps and rotates);
 #   4. installs the binary as /var/www/kitten-mq/kitten-mq (0755) with /usr/local/bin/kitten-mq;
 #   5. installs /etc/systemd/system/kitten-mq.service, then daemon-reload + enable (+ restart when
 #      it was running).
@@ -284,7 +285,7 @@ install_binary() { # SOURCE
 
 ensure_dirs() {
   local key default dir path
-  for key in dataDirectory:kitten-mq-data registeredClientsPath:clients keysDirectory:keys logsDirectory:logs; do
+  for key in dataDirectory:kitten-mq-data registeredClientsPath:clients keysDirectory:keys; do
     default=${key#*:}
     key=${key%%:*}
     dir=$(config_string "$key" "$default")

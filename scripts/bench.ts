@@ -17,6 +17,8 @@
  *   (e) durable     (a) in fsync mode
  *   (f) 2 brokers   (a) with a master and a slave (memory mode like (a)); both clients are given
  *                   both hosts, send to both and mirror their acks to the slave; shown as % of (a)
+ *   (f2) replicated (f) with both brokers in fsync mode, replicating over their peer link, and
+ *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
  *   (g) backlog     fill 20,000,000 messages (--backlog-count; 200,000 with --quick) into one fsync
  *                   queue with no consumer, kill -9, restart, drain with one consumer (prefetch
  *                   1000); run once (scripts/bench/backlog.ts)
@@ -64,7 +66,7 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,f,b,c,d,e,g").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,f,f2,b,c,d,e,g").split(",").map((s) => s.trim()));
 const BACKLOG_COUNT = args["backlog-count"] ? Number(args["backlog-count"]) : QUICK ? 200_000 : 20_000_000;
 if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeError(`--backlog-count must be a positive integer: ${args["backlog-count"]}`);
 const SIZES = QUICK
@@ -95,7 +97,7 @@ if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of secon
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "b" | "c" | "d" | "e" | "f";
+  key: "a" | "b" | "c" | "d" | "e" | "f" | "f2";
   title: string;
   detail: string;
   unit: string;
@@ -144,6 +146,16 @@ const SCENARIOS: Scenario[] = [
     plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), slaves: 1 }),
     // No bar of its own: the figure is reported next to (a), as a ratio.
     target: null,
+  },
+  {
+    key: "f2",
+    title: "(f2) replicated durable work queue: 2 brokers in fsync mode, minInSyncReplicas 2",
+    detail: `as (a); both brokers know each other (cluster.peers) and store in fsync mode; a send is confirmed once ` +
+      `the master and the slave have it on disk (the slave's copy comes over its peer link)`,
+    unit: "msgs/s",
+    versusA: true,
+    plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), slaves: 1, minInSyncReplicas: 2 }),
+    target: { label: "≥ 50,000 msgs/s", check: (m) => m.rate >= 50_000 },
   },
   {
     key: "b",

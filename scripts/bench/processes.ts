@@ -4,6 +4,7 @@
  * are ever signalled, by their handle.
  */
 import { readFile, rm } from "node:fs/promises";
+import { createServer } from "node:net";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
 
@@ -147,4 +148,17 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, message: string)
 export async function cleanup(): Promise<void> {
   for (const proc of live) proc.kill("SIGKILL");
   for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
+}
+
+/** A port that was free a moment ago (listen on 0, read it, close): brokers that must know each other's. */
+export function freePort(): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -6,7 +6,7 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Child, cpuTimes, cpuTotal, machineBusySeconds, ROOT, tempDirs, withTimeout } from "./processes.ts";
+import { Child, cpuTimes, cpuTotal, freePort, machineBusySeconds, ROOT, tempDirs, withTimeout } from "./processes.ts";
 import { fmt } from "./report.ts";
 import { type PublisherResult, type ReceiverResult, type RunResult, type Snapshot, summarize } from "./results.ts";
 
@@ -45,6 +45,7 @@ const BROKER_CONFIG = {
 interface Broker {
   child: Child;
   port: number;
+  serviceId: string;
   dir: string;
   /** Set when we stop it: an exit before that is a crash. */
   stopping: boolean;
@@ -62,7 +63,7 @@ async function startBroker(overrides: Record<string, unknown> = {}): Promise<Bro
     const line = await withTimeout(child.waitFor("kitten-mq listening on "), 15_000, "broker did not start within 15 s");
     const port = Number(/:(\d+)$/.exec(line)?.[1]);
     if (!Number.isInteger(port) || port <= 0) throw new Error(`cannot parse the broker port from "${line}"`);
-    return { child, port, dir, stopping: false };
+    return { child, port, dir, stopping: false, serviceId: String(overrides.serviceId ?? "broker-1") };
   } catch (error) {
     await child?.stop(3000);
     await removeDir(dir);
@@ -90,18 +91,22 @@ function spawnClient(role: string, options: Record<string, unknown>): Child {
 export interface Plan {
   /** Slave brokers next to the master (scenario f); every client is given every host. */
   slaves?: number;
+  /**
+   * The brokers know each other (`cluster.peers`, one serviceId each), replicate over peer links,
+   * store in fsync mode and confirm only what this many brokers hold (scenario f2).
+   */
+  minInSyncReplicas?: number;
   receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
   publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
 }
 
 export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
-  const brokers = await startBrokers(1 + (plan.slaves ?? 0));
+  const brokers = await startBrokers(1 + (plan.slaves ?? 0), plan.minInSyncReplicas ?? null);
   const broker = brokers[0]!;
   const children: Child[] = [];
   let result: RunResult | null = null;
   try {
-    // Every broker of a cluster has the same serviceId (the JWT audience); the ports differ.
-    const hosts = brokers.map((b) => `127.0.0.1:${b.port}@broker-1`);
+    const hosts = brokers.map((b) => `127.0.0.1:${b.port}@${b.serviceId}`);
     const work = (async () => {
       const keysDirectory = join(broker.dir, "keys");
       const receivers = plan.receivers.map((r) => spawnClient(r.role, { hosts, keysDirectory, ...r.options }));
@@ -153,16 +158,41 @@ export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult>
   }
 }
 
-/** The master, then the slaves; if one does not start, those that did are stopped before rethrowing. */
-async function startBrokers(count: number): Promise<Broker[]> {
-  const started = await Promise.allSettled(
-    Array.from({ length: count }, (_, i) => startBroker(i === 0 ? {} : { isMaster: false })),
-  );
+/**
+ * The master, then the slaves; if one does not start, those that did are stopped before rethrowing.
+ * Without `minInSyncReplicas` every broker has the serviceId "broker-1" and the clients mirror
+ * what slaves hold; with it, each has its own and they replicate over peer links.
+ */
+async function startBrokers(count: number, minInSyncReplicas: number | null): Promise<Broker[]> {
+  const ports = minInSyncReplicas === null ? [] : await Promise.all(Array.from({ length: count }, () => freePort()));
+  const peers = ports.map((port, i) => `127.0.0.1:${port}@b${i}`);
+  const overrides = (i: number): Record<string, unknown> =>
+    minInSyncReplicas === null ? (i === 0 ? {} : { isMaster: false }) : {
+      isMaster: i === 0,
+      serviceId: `b${i}`,
+      durability: "fsync",
+      socketServer: { port: ports[i] },
+      cluster: { peers: peers.filter((_, j) => j !== i), minInSyncReplicas },
+    };
+  const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => startBroker(overrides(i))));
   const brokers = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
   const failed = started.find((s): s is PromiseRejectedResult => s.status === "rejected");
   if (failed) {
     await Promise.all(brokers.map(stopBroker));
     throw failed.reason;
+  }
+  if (minInSyncReplicas !== null) {
+    // Sends are refused until enough slaves are in sync: the master says when each is.
+    const master = brokers[0]!;
+    const inSync = (b: Broker) => master.child.lines.some((line) => line.includes(`peer=${b.serviceId};in sync`));
+    const deadline = performance.now() + 15_000;
+    while (!brokers.slice(1).every(inSync)) {
+      if (performance.now() > deadline) {
+        await Promise.all(brokers.map(stopBroker));
+        throw new Error("the slaves did not get in sync within 15 s");
+      }
+      await Bun.sleep(20);
+    }
   }
   return brokers;
 }

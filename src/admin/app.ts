@@ -21,7 +21,9 @@ import { type BrokerServer, isLoopbackHost } from "../server/mod.ts";
 import { clientRoutes } from "./clients.ts";
 import { controlRoutes, healthRoutes, type StopHandler } from "./control.ts";
 import { dashboardRoutes } from "./dashboard.ts";
+import { historyRoutes } from "./history.ts";
 import { metricsRoutes } from "./metrics.ts";
+import { publishRoutes } from "./publish.ts";
 import { queueRoutes } from "./queues.ts";
 
 export interface AdminOptions {
@@ -56,6 +58,8 @@ export function createAdminApp(server: BrokerServer, options: AdminOptions = {})
   app.route("/", healthRoutes(server));
   app.use("*", requireToken(server, host));
   app.route("/", metricsRoutes(server));
+  app.route("/", historyRoutes(server));
+  app.route("/", publishRoutes(server));
   app.route("/", controlRoutes(server, stop));
   app.route("/queues", queueRoutes(server));
   app.route("/clients", clientRoutes(server));

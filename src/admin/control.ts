@@ -9,7 +9,7 @@
  *   POST /stop        202; the same with a 5 s bound, as SIGTERM
  */
 import { Hono } from "hono";
-import type { BrokerServer, Config } from "../server/mod.ts";
+import { type BrokerServer, type Config, securityWarnings } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
 
 /** How long soft-stop waits for in-flight deliveries (as SIGUSR1). */
@@ -37,8 +37,10 @@ export function controlRoutes(server: BrokerServer, stop: StopHandler): Hono {
   app.get("/config", (c) => c.json({ configPath: server.configPath, config: redactConfig(broker.config) }));
 
   app.post("/reload", async (c) => {
-    await server.reload(); // CONFIG_INVALID with every problem as `details`: app.onError answers
-    broker.log.info("admin", `config reloaded from ${server.configPath} by an operator`);
+    // `?force=true` promotes a slave that is not in sync (it may lose messages).
+    const force = c.req.query("force") === "true";
+    await server.reload({ force }); // CONFIG_INVALID or NOT_IN_SYNC, with details: app.onError answers
+    broker.log.info("admin", `config reloaded from ${server.configPath} by an operator${force ? " (forced)" : ""}`);
     return c.json({ reloaded: true, configPath: server.configPath, config: redactConfig(broker.config) });
   });
 
@@ -79,6 +81,9 @@ export function status(server: BrokerServer) {
       acked: broker.stats.rate("acked", now),
     },
     pollIntervalHTTP: broker.config.pollIntervalHTTP,
+    cluster: broker.cluster.status(),
+    /** What makes the running config unsafe (also logged at start); empty when nothing does. */
+    warnings: securityWarnings(broker.config),
   };
 }
 

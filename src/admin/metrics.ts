@@ -1,76 +1,62 @@
 /**
- * GET /statistics and GET /metrics: Prometheus text format (version 0.0.4).
+ * GET /metrics: the broker in Prometheus' conventions, clean under `promtool check metrics`:
+ * counters end in `_total`, units are in the names (`_seconds`, `_bytes`), per-queue series carry
+ * `queue="endpoint/version"`, rates are left to `rate()`, latencies are histograms, and the
+ * process and runtime metrics are there. GET /statistics keeps the original names (statistics.ts).
  *
- * Keeps the original's statistic names so existing dashboards and alerts keep working, and fixes
- * what they meant: `*_per_seconds_average` are real per-second rates (the original reported a
- * running mean of the value 1), `dead_count` counts (it never did), ttl drops reach
- * `dropped_count`, and every metric has `# HELP` and `# TYPE` lines.
+ * A gauge from elsewhere in the server (cluster lag, sync state…) needs no change here: register
+ * it with `broker.stats.addGauge({ name, help, read })` and it is listed at the end.
  */
 import { Hono } from "hono";
 import type { BrokerServer, Queue } from "../server/mod.ts";
 import { handlersInfo } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
+import { Exposition, METRICS_CONTENT_TYPE, type Sample } from "./exposition.ts";
+import { writeProcessMetrics } from "./process_metrics.ts";
+import { renderStatistics } from "./statistics.ts";
 
-export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
-
-type Kind = "counter" | "gauge";
-type Sample = [labels: Record<string, string>, value: number];
-
-class Exposition {
-  #lines: string[] = [];
-
-  metric(name: string, kind: Kind, help: string, samples: Sample[]): void {
-    this.#lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${kind}`);
-    for (const [labels, value] of samples) this.#lines.push(`${name}${formatLabels(labels)} ${formatValue(value)}`);
-  }
-
-  toString(): string {
-    return this.#lines.join("\n") + "\n";
-  }
-}
+export { METRICS_CONTENT_TYPE };
 
 /** The whole exposition for one scrape. */
 export function renderMetrics(server: BrokerServer): string {
   const { broker } = server;
-  const now = broker.now();
-  const { counters } = broker.stats;
+  const { stats } = broker;
   const out = new Exposition();
   const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
   const perQueue = (value: (queue: Queue) => number): Sample[] => queues.map((q) => [{ queue: q.name }, value(q)]);
 
-  out.metric("kitten_mq_info_uptime", "gauge", "Broker uptime in seconds", [
-    [{ version: VERSION, service: broker.config.serviceId, role: broker.isMaster ? "master" : "slave" }, broker.stats.uptimeSeconds(now)],
+  out.metric("kitten_mq_broker_info", "gauge", "Always 1: the broker's version, service id and role (master or slave)", [
+    [{ version: VERSION, service: broker.config.serviceId, role: broker.role }, 1],
   ]);
-  const broad = [
-    ["sent", "Deliveries written to clients", "Deliveries written to clients per second"],
-    ["received", "Messages accepted into queues", "Messages accepted into queues per second"],
-    ["acked", "Acknowledgements received (acks and nacks)", "Acknowledgements received per second"],
-  ] as const;
-  for (const [name, help, rateHelp] of broad) {
-    out.metric(`kitten_mq_messages_${name}_count`, "counter", help, [[{}, counters[name]]]);
-    out.metric(`kitten_mq_messages_${name}_per_seconds_average`, "gauge", `${rateHelp}, over the last seconds`, [
-      [{}, broker.stats.rate(name, now)],
-    ]);
-  }
-  out.metric("kitten_mq_clients_connected", "gauge", "Open client connections", [[{}, broker.sessions.size]]);
+  out.metric("kitten_mq_master", "gauge", "1 while this broker is the master (delivers and confirms), 0 as a slave or fenced", [
+    [{}, broker.isMaster ? 1 : 0],
+  ]);
+  out.metric("kitten_mq_uptime_seconds", "gauge", "Seconds since the broker started", [[{}, stats.uptimeSeconds(broker.now())]]);
+  out.metric("kitten_mq_messages_received_total", "counter", "Messages accepted into queues", [[{}, stats.counters.received]]);
+  out.metric("kitten_mq_messages_sent_total", "counter", "Deliveries written to clients (one per copy: a fan-out to 3 listeners is 3)", [
+    [{}, stats.counters.sent],
+  ]);
+  out.metric("kitten_mq_messages_acked_total", "counter", "Acknowledgements received, acks and nacks, one per delivered copy", [
+    [{}, stats.counters.acked],
+  ]);
+  out.metric("kitten_mq_connections", "gauge", "Open client connections", [[{}, broker.sessions.size]]);
+  out.metric("kitten_mq_queues", "gauge", "Queues the broker holds", [[{}, broker.queues.size]]);
 
-  out.metric("kitten_mq_queue_messages_count", "counter", "Messages added to a queue", perQueue((q) => q.counters.received));
+  out.metric("kitten_mq_queue_messages_received_total", "counter", "Messages added to a queue", perQueue((q) => q.counters.received));
+  out.metric("kitten_mq_queue_deliveries_total", "counter", "Deliveries from a queue, redeliveries included", perQueue((q) => q.counters.delivered));
+  out.metric("kitten_mq_queue_acks_total", "counter", "Deliveries acked", perQueue((q) => q.counters.acked));
+  out.metric("kitten_mq_queue_nacks_total", "counter", "Deliveries nacked (requeued by the client)", perQueue((q) => q.counters.nacked));
+  out.metric("kitten_mq_queue_timeouts_total", "counter", "Deliveries not acked within requeueInterval", perQueue((q) => q.counters.timeout));
+  out.metric("kitten_mq_queue_messages_dead_total", "counter", "Copies dead after requeueLimit deliveries", perQueue((q) => q.counters.dead));
   out.metric(
-    "kitten_mq_queue_messages_dropped_count",
+    "kitten_mq_queue_messages_dropped_total",
     "counter",
-    "Messages dropped by a queue: oldest waiting message over maxItemsInQueue, or waiting longer than ttl",
-    perQueue((q) => q.counters.dropped + q.counters.expired),
+    "Waiting copies dropped: reason overflow (oldest over maxItemsInQueue) or ttl (waited longer than ttl)",
+    queues.flatMap((q): Sample[] => [[{ queue: q.name, reason: "overflow" }, q.counters.dropped], [{ queue: q.name, reason: "ttl" }, q.counters.expired]]),
   );
-  out.metric("kitten_mq_queue_messages_timeout_count", "counter", "Deliveries not acked within requeueInterval", perQueue((q) => q.counters.timeout));
-  out.metric("kitten_mq_queue_messages_dead_count", "counter", "Messages dead after requeueLimit deliveries", perQueue((q) => q.counters.dead));
-  out.metric("kitten_mq_queue_messages_expired_count", "counter", "Waiting messages dropped after ttl (part of dropped_count)", perQueue((q) => q.counters.expired));
-  out.metric("kitten_mq_queue_messages_delivered_count", "counter", "Deliveries (redeliveries included)", perQueue((q) => q.counters.delivered));
-  out.metric("kitten_mq_queue_messages_acked_count", "counter", "Deliveries acked", perQueue((q) => q.counters.acked));
-  out.metric("kitten_mq_queue_messages_nacked_count", "counter", "Deliveries nacked (requeued by the client)", perQueue((q) => q.counters.nacked));
-
   const depths = queues.map((q) => [q.name, q.depth()] as const);
   out.metric(
-    "kitten_mq_queue_depth",
+    "kitten_mq_queue_messages",
     "gauge",
     "Copies in a queue by state: ready (to deliver), inflight (unacked), delayed (nacked with a delay), waiting (no recipient yet)",
     depths.flatMap(([queue, depth]) =>
@@ -87,6 +73,19 @@ export function renderMetrics(server: BrokerServer): string {
     { queue },
     new Set(list.filter((h) => h.kind === "listen").map((h) => h.group)).size,
   ]));
+
+  const histograms = [
+    ["kitten_mq_publish_confirm_seconds", "From a send handled to its confirmation queued (the commit included when durable); one send in 64 is timed", stats.publishConfirm],
+    ["kitten_mq_send_deliver_seconds", "From a message's arrival to its first delivery (waiting time included; 1 ms resolution); one delivery in 64 is timed", stats.sendDeliver],
+    ["kitten_mq_store_commit_seconds", "One commit of the durable store (transaction and fsync) for a group of messages", stats.commit],
+  ] as const;
+  for (const [name, help, histogram] of histograms) out.histogram(name, help, histogram.cumulative(), histogram.sum, histogram.count);
+
+  out.metric("kitten_mq_event_loop_lag_seconds", "gauge", "Longest delay of the broker's 25 ms timer beyond its period during the last second", [
+    [{}, stats.eventLoopLag],
+  ]);
+  writeProcessMetrics(out);
+  for (const gauge of stats.gauges.values()) out.metric(gauge.name, "gauge", gauge.help, gauge.read());
   return out.toString();
 }
 
@@ -115,23 +114,8 @@ function renderStoreGauges(out: Exposition, server: BrokerServer, queues: Queue[
 
 export function metricsRoutes(server: BrokerServer): Hono {
   const app = new Hono();
-  const scrape = () =>
-    new Response(renderMetrics(server), { headers: { "content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store" } });
-  app.get("/statistics", scrape);
-  app.get("/metrics", scrape);
+  const reply = (text: string) => new Response(text, { headers: { "content-type": METRICS_CONTENT_TYPE, "cache-control": "no-store" } });
+  app.get("/statistics", () => reply(renderStatistics(server)));
+  app.get("/metrics", () => reply(renderMetrics(server)));
   return app;
-}
-
-/** `{queue="orders/v1"}`; values escaped as the format requires (backslash, quote, newline). */
-function formatLabels(labels: Record<string, string>): string {
-  const parts = Object.entries(labels).map(([key, value]) =>
-    `${key}="${value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
-  );
-  return parts.length === 0 ? "" : `{${parts.join(",")}}`;
-}
-
-function formatValue(value: number): string {
-  if (Number.isNaN(value)) return "NaN";
-  if (!Number.isFinite(value)) return value > 0 ? "+Inf" : "-Inf";
-  return Number.isInteger(value) ? String(value) : String(Math.round(value * 1000) / 1000);
 }

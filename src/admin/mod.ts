@@ -8,3 +8,4 @@ export { type AdminOptions, createAdminApp } from "./app.ts";
 export { type AdminServer, startAdmin } from "./serve.ts";
 export { SOFT_STOP_GRACE_MS, STOP_GRACE_MS, type StopHandler } from "./control.ts";
 export { METRICS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";
+export { renderStatistics } from "./statistics.ts";

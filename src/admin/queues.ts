@@ -3,9 +3,9 @@
  * (`/queues/orders/v1`), and `/queues/orders%2Fv1` is accepted too (app.ts rewrites it), as
  * the original's dashboard encoded it.
  *
- *   GET    /queues                                       every queue: depths, counters, handlers
+ *   GET    /queues                                       every queue: depths, counters, rates of the last second, handlers
  *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
- *   GET    /queues/:endpoint/:version/messages?limit&offset   live copies, with a body preview
+ *   GET    /queues/:endpoint/:version/messages?limit&offset[&id]   live copies, with a body preview (of one id)
  *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
  *   DELETE /queues/:endpoint/:version[?id=destination]   purge ready, delayed and waiting copies
  *
@@ -28,7 +28,7 @@ export function queueRoutes(server: BrokerServer): Hono {
 
   app.get("/", (c) => {
     const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
-    return c.json({ queues: queues.map((queue) => queueSummary(queue, broker)) });
+    return c.json({ queues: queues.map((queue) => ({ ...queueSummary(queue, broker), rates: queueRates(server, queue.name) })) });
   });
 
   app.get("/:endpoint/:version", (c) => {
@@ -49,10 +49,18 @@ export function queueRoutes(server: BrokerServer): Hono {
     const queue = findQueue(server, c);
     const limit = intQuery(c, "limit", 1, MAX_PAGE, DEFAULT_PAGE);
     const offset = intQuery(c, "offset", 0, Number.MAX_SAFE_INTEGER, 0);
-    const depth = queue.depth();
-    const total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
-    const messages = messagePage(queue, limit, offset).map((copy) => copyView(queue.name, copy));
-    return c.json({ queue: queue.name, total, limit, offset, messages });
+    const id = c.req.query("id");
+    if (id === "") throw new KittenError("BAD_REQUEST", `Cannot list messages of "${queue.name}": id must be a non-empty destination id`);
+    let total: number;
+    if (id === undefined) {
+      const depth = queue.depth();
+      total = depth.ready + depth.inflight + depth.delayed + depth.waiting;
+    } else {
+      const depth = depthById(queue).get(id);
+      total = depth ? depth.ready + depth.inflight + depth.delayed + depth.waiting : 0;
+    }
+    const messages = messagePage(queue, limit, offset, id).map((copy) => copyView(queue.name, copy));
+    return c.json({ queue: queue.name, id: id ?? null, total, limit, offset, messages });
   });
 
   app.get("/:endpoint/:version/messages/:messageId", (c) => {
@@ -83,6 +91,12 @@ export function queueRoutes(server: BrokerServer): Hono {
     );
   });
   return app;
+}
+
+/** Per-second rates of the last second, from the broker's history (zeros for a queue it does not track). */
+function queueRates(server: BrokerServer, name: string) {
+  const track = server.broker.stats.history.queue(name);
+  return { received: track?.last("received") ?? 0, delivered: track?.last("delivered") ?? 0, acked: track?.last("acked") ?? 0 };
 }
 
 /**

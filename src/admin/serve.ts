@@ -5,14 +5,14 @@
  * Slow or idle clients cannot hold connections: `idleTimeout` (admin.idleTimeoutSeconds)
  * closes idle keep-alive connections, and Bun closes a connection whose request headers are
  * not complete after about 10 seconds whatever they trickle in (slowloris). Request bodies are
- * tiny here (no route reads one), so they are capped low.
+ * capped: only POST /publish reads one, a message of at most maxFrameSize bytes.
  */
 import { KittenError } from "../protocol/errors.ts";
 import type { BrokerServer, Config } from "../server/mod.ts";
 import { type AdminOptions, createAdminApp } from "./app.ts";
 
-/** No admin route reads a request body; anything larger than this is refused unread. */
-const MAX_REQUEST_BODY = 64 * 1024;
+/** Room for the JSON around a published body (POST /publish checks the body itself). */
+const REQUEST_OVERHEAD = 64 * 1024;
 
 export interface AdminServer {
   /** `http://127.0.0.1:8080` (https with TLS); IPv6 hosts in brackets. */
@@ -33,7 +33,7 @@ export function startAdmin(server: BrokerServer, config: Config = server.broker.
       hostname: host,
       port: config.httpServerPort,
       idleTimeout: idleTimeoutSeconds,
-      maxRequestBodySize: MAX_REQUEST_BODY,
+      maxRequestBodySize: config.socketServer.maxFrameSize + REQUEST_OVERHEAD,
       tls: tls ? { cert: Bun.file(tls.cert), key: Bun.file(tls.key) } : undefined,
       fetch: app.fetch,
       error(error) {

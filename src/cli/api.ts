@@ -3,26 +3,23 @@
  * broker runs with (`--config FILE`; the embedded defaults without one). The state file written
  * by `start` gives the bound port (httpServerPort may be 0); the token comes from the config.
  */
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { KittenError } from "../protocol/errors.ts";
+import { isErrorCode, KittenError } from "../protocol/errors.ts";
 import { type Config, defaultConfig, loadConfigFile, parseConfig } from "../server/mod.ts";
 import { connectHost, readState } from "./state.ts";
 
-/** A failure to report to the operator: main.ts prints it and exits 1. */
-export class CliError extends Error {
-  constructor(message: string, readonly details?: unknown) {
-    super(message);
-    this.name = "CliError";
-  }
-}
+import { CliError } from "./errors.ts";
+
+export { CliError };
 
 export interface Admin {
   readonly url: string;
   readonly config: Config;
   readonly configPath: string | null;
-  /** Calls the API; API errors become CliError `CODE: message`, with their details. */
-  request<T = Record<string, unknown>>(method: string, path: string): Promise<T>;
+  /** Calls the API (with a JSON body when given); API errors become CliError with their code and details. */
+  request<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T>;
   /** Polls until nothing answers any more (the broker stopped) or `timeoutMs` passes. */
   waitGone(timeoutMs: number): Promise<boolean>;
 }
@@ -30,10 +27,15 @@ export interface Admin {
 const REQUEST_TIMEOUT_MS = 10_000;
 
 export async function findAdmin(configPath: string | undefined): Promise<Admin> {
+  // A mistyped path must not fall back to the defaults: they may well name another broker.
+  if (configPath !== undefined && !existsSync(configPath)) {
+    throw new CliError("CONFIG_INVALID", `Cannot use --config "${configPath}": file not found`);
+  }
   const config = configPath ? await locatingConfig(configPath) : defaultConfig();
   const where = configPath ? `"${configPath}"` : "the embedded defaults (pass --config FILE)";
   if (!config.isManagementInterface) {
     throw new CliError(
+      "UNREACHABLE",
       `the admin API is off in ${where} (isManagementInterface: false): turn it on, or signal the broker ` +
         `(kill -USR2 <pid> reloads, kill -USR1 <pid> soft-stops)`,
     );
@@ -46,12 +48,13 @@ export async function findAdmin(configPath: string | undefined): Promise<Admin> 
   // self-signed, and the token, not the certificate, is what protects the API here.
   const tls = admin.tls ? { rejectUnauthorized: false } : undefined;
 
-  const send = async (method: string, path: string): Promise<Response> => {
+  const send = async (method: string, path: string, body?: unknown): Promise<Response> => {
+    const init = body === undefined ? { headers } : { headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(body) };
     try {
-      return await fetch(url + path, { method, headers, tls, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      return await fetch(url + path, { method, ...init, tls, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     } catch (error) {
       const hint = state === null && config.httpServerPort === 0 ? " (httpServerPort is 0 and no state file names the bound port)" : "";
-      throw new CliError(`no broker answers on ${url}: is it running?${hint}`, { cause: String(error) });
+      throw new CliError("UNREACHABLE", `no broker answers on ${url}: is it running?${hint}`, { cause: String(error) });
     }
   };
 
@@ -59,13 +62,13 @@ export async function findAdmin(configPath: string | undefined): Promise<Admin> 
     url,
     config,
     configPath: configPath ?? null,
-    async request<T>(method: string, path: string): Promise<T> {
-      const response = await send(method, path);
+    async request<T>(method: string, path: string, payload?: unknown): Promise<T> {
+      const response = await send(method, path, payload);
       const body = await response.json().catch(() => null) as Record<string, unknown> | null;
       if (response.ok && body !== null) return body as T;
-      const code = typeof body?.code === "string" ? body.code : `HTTP ${response.status}`;
-      const message = typeof body?.message === "string" ? body.message : response.statusText;
-      throw new CliError(`${code}: ${message}`, body?.details);
+      const code = isErrorCode(body?.code) ? body.code : "INTERNAL";
+      const message = typeof body?.message === "string" ? body.message : `HTTP ${response.status} ${response.statusText}`;
+      throw new CliError(code, message, body?.details, true);
     },
     async waitGone(timeoutMs: number): Promise<boolean> {
       const deadline = Date.now() + timeoutMs;
@@ -114,7 +117,7 @@ async function locatingConfig(path: string): Promise<Config> {
 export function queuePath(queue: string): string {
   const parts = queue.split("/");
   if (parts.length !== 2 || parts.some((part) => part === "")) {
-    throw new CliError(`-q must name a queue as "endpoint/version": current value is ${JSON.stringify(queue)}`);
+    throw new CliError("USAGE", `-q must name a queue as "endpoint/version": current value is ${JSON.stringify(queue)}`);
   }
   return `/queues/${parts.map(encodeURIComponent).join("/")}`;
 }

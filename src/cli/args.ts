@@ -1,20 +1,24 @@
 /**
- * The command line: `kitten-mq <command> [positionals] [options]`, parsed with node:util's
- * parseArgs. One options object for every command: a flag a command does not use is ignored.
+ * The command line: `kitten-mq <command> [positionals] [options]`. One table of options for every
+ * command (a flag a command does not use is ignored), parsed here rather than by node:util's
+ * parseArgs so that every mistake gets one clear line: an unknown flag with the closest known
+ * one, a flag with its value missing named with the value it wants. Mistakes are CliError USAGE
+ * (exit code 2).
  */
-import { parseArgs } from "node:util";
+import { CliError } from "./errors.ts";
+import { didYouMean } from "./suggest.ts";
 
 export interface CliArgs {
   command: string | undefined;
-  /** Positionals after the command (`init-conf PATH`, `keys revoke ID`). */
+  /** Positionals after the command (`init-conf PATH`, `keys revoke ID`, `publish CHANNEL JSON`). */
   positionals: string[];
   /** `--config FILE`: the broker's config, to start it or to find its admin API. */
   config: string | undefined;
-  /** `--json`: machine-readable output (the admin API's JSON). */
+  /** `--json`: machine-readable output (the admin API's JSON), errors as `{code, message}`. */
   json: boolean;
   /** `--yes`: no confirmation question (required when stdin is not a terminal). */
   yes: boolean;
-  /** `--force`: `init-conf` overwrites an existing file. */
+  /** `--force`: `init-conf` overwrites an existing file; `reload` promotes a slave that is not in sync. */
   force: boolean;
   /** `-q QUEUE`: `endpoint/version`. */
   queue: string | undefined;
@@ -28,39 +32,85 @@ export interface CliArgs {
   help: boolean;
 }
 
-/** Throws a TypeError with parseArgs' message on unknown options or missing values. */
+interface OptionSpec {
+  short?: string;
+  /** The value it takes, as help names it; absent for a boolean flag. */
+  value?: string;
+}
+
+export const OPTIONS: Record<string, OptionSpec> = {
+  config: { short: "c", value: "FILE" },
+  json: {},
+  yes: { short: "y" },
+  force: { short: "f" },
+  queue: { short: "q", value: "QUEUE (endpoint/version)" },
+  id: { short: "i", value: "ID" },
+  channel: { value: "ID" },
+  messages: { short: "m" },
+  limit: { value: "N" },
+  offset: { value: "N" },
+  version: { short: "v" },
+  help: { short: "h" },
+};
+
+const SHORTS = new Map(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.short ? [[spec.short, name] as const] : [])));
+const KNOWN = [...Object.keys(OPTIONS).map((name) => `--${name}`), ...[...SHORTS.keys()].map((short) => `-${short}`)];
+
+/** How a flag is written in messages: `-q (--queue)` or `--limit`. */
+function shown(name: string): string {
+  const short = OPTIONS[name]!.short;
+  return short ? `-${short} (--${name})` : `--${name}`;
+}
+
+/** Throws CliError USAGE on an unknown flag, a missing value, or a value given to a boolean flag. */
 export function parseCli(argv: string[]): CliArgs {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      config: { type: "string", short: "c" },
-      json: { type: "boolean" },
-      yes: { type: "boolean", short: "y" },
-      force: { type: "boolean", short: "f" },
-      queue: { type: "string", short: "q" },
-      id: { type: "string", short: "i" },
-      channel: { type: "string" },
-      messages: { type: "boolean", short: "m" },
-      limit: { type: "string" },
-      offset: { type: "string" },
-      version: { type: "boolean", short: "v" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
+  const values = new Map<string, string | true>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (token === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (!token.startsWith("-") || token === "-") {
+      positionals.push(token);
+      continue;
+    }
+    const long = token.startsWith("--");
+    const [flag, inline] = long && token.includes("=") ? [token.slice(0, token.indexOf("=")), token.slice(token.indexOf("=") + 1)] : [token, undefined];
+    const name = long ? flag.slice(2) : SHORTS.get(flag.slice(1));
+    if (name === undefined || !Object.hasOwn(OPTIONS, name)) {
+      throw new CliError("USAGE", `unknown option "${flag}"${didYouMean(flag, KNOWN)}`);
+    }
+    const spec = OPTIONS[name]!;
+    if (spec.value === undefined) {
+      if (inline !== undefined) throw new CliError("USAGE", `${shown(name)} takes no value: current value is ${JSON.stringify(inline)}`);
+      values.set(name, true);
+      continue;
+    }
+    const value = inline ?? argv[i + 1];
+    // A value that looks like a flag is a forgotten value (`list -q -m`), except a negative number.
+    if (value === undefined || value === "" || (inline === undefined && value.startsWith("-") && !/^-\d/.test(value))) {
+      throw new CliError("USAGE", `${shown(name)} needs a value: ${spec.value}`);
+    }
+    if (inline === undefined) i++;
+    values.set(name, value);
+  }
+  const text = (name: string) => values.get(name) as string | undefined;
+  const flag = (name: string) => values.get(name) === true;
   return {
     command: positionals[0],
     positionals: positionals.slice(1),
-    config: values.config,
-    json: values.json ?? false,
-    yes: values.yes ?? false,
-    force: values.force ?? false,
-    queue: values.queue,
-    id: values.id ?? values.channel,
-    messages: values.messages ?? false,
-    limit: values.limit,
-    offset: values.offset,
-    version: values.version ?? false,
-    help: values.help ?? false,
+    config: text("config"),
+    json: flag("json"),
+    yes: flag("yes"),
+    force: flag("force"),
+    queue: text("queue"),
+    id: text("id") ?? text("channel"),
+    messages: flag("messages"),
+    limit: text("limit"),
+    offset: text("offset"),
+    version: flag("version"),
+    help: flag("help"),
   };
 }

@@ -3,45 +3,26 @@
  * The `kitten-mq` command. The only file that calls `process.exit`.
  *
  * Exit codes: 0 done; 1 the command failed (broker not running, refused, not found, bad
- * config); 2 bad usage.
+ * config); 2 bad usage. With `--json` anywhere on the line, a failure prints `{code, message}`
+ * (and `details` when the broker listed problems) on stdout instead of a line on stderr.
  */
 import { KittenError } from "../protocol/errors.ts";
 import { PROTOCOL_VERSION, STORE_VERSION, VERSION } from "../version.ts";
-import { CliError } from "./api.ts";
 import { type CliArgs, parseCli } from "./args.ts";
+import { CliError } from "./errors.ts";
+import { COMMAND_HELP, commandHelp, HELP } from "./help.ts";
+import { didYouMean } from "./suggest.ts";
 import { run as deleteQueue } from "./commands/delete.ts";
 import { run as initConf } from "./commands/init_conf.ts";
 import { run as keys } from "./commands/keys.ts";
 import { run as list } from "./commands/list.ts";
+import { run as peek } from "./commands/peek.ts";
+import { run as publish } from "./commands/publish.ts";
 import { run as reload } from "./commands/reload.ts";
 import { run as softStop } from "./commands/soft_stop.ts";
 import { run as start } from "./commands/start.ts";
 import { run as status } from "./commands/status.ts";
 import { run as stop } from "./commands/stop.ts";
-
-const HELP = `kitten-mq ${VERSION}: easy to learn, secure and fast message broker
-
-Usage:
-  kitten-mq start [-c FILE]                  run the broker (and its admin API) in the foreground
-  kitten-mq status [-c FILE]                 role, uptime, connections, depths, rates
-  kitten-mq list [-q QUEUE [-i ID] [-m]]     queues; one queue's ids, consumers, listeners; -m its messages
-  kitten-mq delete -q QUEUE [-i ID] [--yes]  purge ready, delayed and waiting messages (asks first)
-  kitten-mq reload [-c FILE]                 re-read the config file (a bad file changes nothing)
-  kitten-mq soft-stop [-c FILE]              finish in-flight deliveries (up to 30 s), then exit
-  kitten-mq stop [-c FILE]                   the same with a 5 s bound (as SIGTERM)
-  kitten-mq keys list | keys revoke ID       pinned client keys; revoke un-pins one (key rotation)
-  kitten-mq init-conf [PATH] [--force]       write a documented default config (kitten-mq.config.json)
-  kitten-mq --version | --help
-
-Options:
-  -c, --config FILE   the broker's config (JSON); the other commands find its admin API through it
-                      (admin.host, httpServerPort, admin.token, <dataDirectory>/admin.json)
-  --json              print JSON (for scripts)
-  -q, --queue QUEUE   endpoint/version      -i, --id ID (or --channel ID)   a destination id
-  -m, --messages      list the messages     --limit N, --offset N           a page of them (50)
-  -y, --yes           do not ask            -f, --force                      overwrite (init-conf)
-
-Signals (start): SIGUSR2 reloads the config file, SIGUSR1 soft-stops, SIGTERM/SIGINT stop.`;
 
 type Command = (args: CliArgs) => Promise<number>;
 
@@ -49,6 +30,8 @@ const COMMANDS: Record<string, Command> = {
   start,
   status,
   list,
+  peek,
+  publish,
   delete: deleteQueue,
   reload,
   "soft-stop": (args) => softStop(args),
@@ -58,45 +41,65 @@ const COMMANDS: Record<string, Command> = {
 };
 
 async function main(argv: string[]): Promise<number> {
-  let args: CliArgs;
-  try {
-    args = parseCli(argv);
-  } catch (error) {
-    console.error(`kitten-mq: ${(error as Error).message}\n\n${HELP}`);
-    return 2;
-  }
+  const args = parseCli(argv);
   if (args.version) {
     console.log(`kitten-mq ${VERSION} (protocol ${PROTOCOL_VERSION}, store ${STORE_VERSION})`);
     return 0;
   }
-  if (args.help || args.command === undefined || args.command === "help") {
+  if (args.command === "help") {
+    const topic = args.positionals[0];
+    console.log(topic !== undefined && Object.hasOwn(COMMAND_HELP, topic) ? commandHelp(topic) : HELP);
+    return 0;
+  }
+  if (args.command === undefined) {
     console.log(HELP);
-    return args.command === undefined && !args.help ? 2 : 0;
+    return args.help ? 0 : 2;
   }
   const command = Object.hasOwn(COMMANDS, args.command) ? COMMANDS[args.command]! : null;
   if (!command) {
-    console.error(`kitten-mq: unknown command "${args.command}"\n\n${HELP}`);
-    return 2;
+    throw new CliError(
+      "USAGE",
+      `unknown command "${args.command}"${didYouMean(args.command, Object.keys(COMMANDS))}`,
+    );
+  }
+  if (args.help) {
+    console.log(commandHelp(args.command));
+    return 0;
   }
   return await command(args);
 }
 
-function report(error: unknown): number {
-  if (error instanceof CliError) console.error(`kitten-mq: ${error.message}`);
-  else if (error instanceof KittenError) console.error(`kitten-mq: ${error.code}: ${error.message}`);
+/** Prints a failure (a line on stderr, or `{code, message}` with --json) and returns the exit code. */
+function report(error: unknown, asJson: boolean): number {
+  const code = error instanceof CliError || error instanceof KittenError ? error.code : "INTERNAL";
+  const message = error instanceof CliError || error instanceof KittenError ? error.message : String((error as Error)?.message ?? error);
+  const details = (error as { details?: unknown })?.details;
+  const exitCode = code === "USAGE" ? 2 : 1;
+  if (asJson) {
+    console.log(JSON.stringify({ code, message, ...(Array.isArray(details) ? { details } : {}) }, null, 2));
+    return exitCode;
+  }
+  // Local problems read as sentences; the broker's refusals keep their code (NOT_FOUND: …).
+  const coded = error instanceof KittenError || (error instanceof CliError && error.fromApi);
+  // A usage mistake is one line, ending with where the right usage is.
+  const hint = code === "USAGE" ? ` (see ${helpCommand})` : "";
+  if (error instanceof CliError || error instanceof KittenError) console.error(`kitten-mq: ${coded ? `${code}: ` : ""}${message}${hint}`);
   else console.error(`kitten-mq: ${(error as Error)?.stack ?? error}`);
   // Config problems and the like: one per line, each with its key path.
-  const details = (error as { details?: unknown })?.details;
   if (Array.isArray(details)) {
     for (const item of details) {
       const problem = item as { path?: string; message?: string };
       console.error(`  - ${problem.path === undefined ? JSON.stringify(item) : `${problem.path}: ${problem.message}`}`);
     }
   }
-  return 1;
+  return exitCode;
 }
 
-main(process.argv.slice(2)).then(
+const argv = process.argv.slice(2);
+/** Where a usage error points: the command's own help when the command is known. */
+const named = argv.find((word) => !word.startsWith("-"));
+const helpCommand = named !== undefined && Object.hasOwn(COMMANDS, named) ? `kitten-mq ${named} --help` : "kitten-mq --help";
+main(argv).then(
   (code) => process.exit(code),
-  (error) => process.exit(report(error)),
+  (error) => process.exit(report(error, argv.includes("--json"))),
 );

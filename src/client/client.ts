@@ -370,6 +370,9 @@ export class Client extends EventEmitter {
    */
   #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
     const send = this.#sends.get(ref);
+    // A stopping broker takes no new sends: the send stays pending, and is sent again to the
+    // broker that answers next (another host, or this one after its restart).
+    if (send && error?.code === "STOPPING") return;
     if (send && fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, ref);
     if (send && (fromSlave || !this.#masters.isMaster(connection))) return;
     if (send && !error && this.#connections.length > 1) this.#confirmed.set(ref, send.frame);

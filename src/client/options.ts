@@ -3,7 +3,9 @@
  * errors, reported with built-in errors (TypeError, RangeError) when `connect()` is called; a
  * client id the broker would refuse throws the broker's own KittenError, BAD_CLIENT_ID.
  */
-import { validateClientId } from "../protocol/mod.ts";
+import { parseHost, validateClientId } from "../protocol/mod.ts";
+
+export { type Host, parseHost } from "../protocol/mod.ts";
 import type { TlsOptions } from "./transport.ts";
 
 export interface ClientOptions {
@@ -29,14 +31,6 @@ export interface ClientOptions {
   tls: TlsOptions | null;
 }
 
-export interface Host {
-  host: string;
-  port: number;
-  serviceId: string | null;
-  token: string | null;
-  /** The host string as given, for messages. */
-  label: string;
-}
 
 export function defaultOptions(): ClientOptions {
   return {
@@ -84,19 +78,3 @@ function stripUndefined<T extends object>(input: T): Partial<T> {
   return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
-/** Parses `host:port@serviceId#token`; `[::1]:1234` for IPv6. */
-export function parseHost(label: string): Host {
-  if (typeof label !== "string") throw new TypeError(`Cannot connect: host must be a string: current value is ${label}`);
-  const at = label.indexOf("@");
-  const address = at < 0 ? label : label.slice(0, at);
-  const rest = at < 0 ? "" : label.slice(at + 1);
-  const hash = rest.indexOf("#");
-  const serviceId = (hash < 0 ? rest : rest.slice(0, hash)) || null;
-  const token = hash < 0 ? null : rest.slice(hash + 1) || null;
-  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(address);
-  const port = match ? Number(match[3]) : NaN;
-  if (!match || port < 1 || port > 65535) {
-    throw new RangeError(`Cannot connect: host "${label}" must look like "host:port@serviceId#token" with port 1..65535`);
-  }
-  return { host: match[1] ?? match[2]!, port, serviceId, token, label };
-}

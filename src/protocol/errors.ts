@@ -37,6 +37,12 @@ export const ERRORS = {
   TWO_MASTERS: { status: 409, fatal: false },
   /** The broker already holds `socketServer.maxConnections` connections. */
   TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
+  /**
+   * The connection's unsent bytes stayed over `socketServer.maxOutgoingBytes` for longer than
+   * `socketServer.slowConsumerGraceMs`: the client does not read, and the broker resets the
+   * connection. Logged by the broker; no frame carries it (it would wait behind the unread bytes).
+   */
+  SLOW_CONSUMER: { status: 503, fatal: true },
   /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
   STOPPING: { status: 503, fatal: false },
   /** The durable store cannot accept writes (disk full, read-only, I/O error). */
@@ -71,10 +77,25 @@ export const ERRORS = {
   EXCLUSIVE_TAKEN: { status: 409, fatal: false },
   /** A key file is missing its pair, unreadable or not a valid key: the client's pair, or a broker's pinned key. */
   KEY_FILE_ERROR: { status: 500, fatal: true },
+  /**
+   * `cluster.minInSyncReplicas` brokers (the master included) do not hold the message: fewer
+   * brokers are in sync than it asks for. Nothing was confirmed; send again later.
+   */
+  NOT_ENOUGH_REPLICAS: { status: 503, fatal: false },
+  /** A promotion was refused: this broker has not caught up with the master (`reload --force` overrides). */
+  NOT_IN_SYNC: { status: 409, fatal: false },
+  /** A broker presented itself as a peer, but its id is not in this broker's `cluster.peers`. */
+  NOT_A_PEER: { status: 403, fatal: true },
+  /** A peer fell too far behind the replication stream; it reconnects and catches up again. */
+  REPLICA_TOO_SLOW: { status: 503, fatal: true },
   /** Admin API: the queue, message, client key or route named does not exist. */
   NOT_FOUND: { status: 404, fatal: false },
   /** Admin API: the bearer token (`admin.token`) is missing or wrong. */
   UNAUTHORIZED: { status: 401, fatal: false },
+  /** CLI: the command line is wrong (unknown command or flag, missing value); exit code 2. */
+  USAGE: { status: 400, fatal: false },
+  /** CLI: no broker answers on the admin API the config names (not running, wrong config). */
+  UNREACHABLE: { status: 503, fatal: false },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

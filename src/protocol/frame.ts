@@ -18,7 +18,8 @@ const EMPTY = new Uint8Array(0);
 const SHRINK_ABOVE = 64 * 1024;
 
 export class FrameDecoder {
-  readonly maxFrameSize: number;
+  /** Largest frame body accepted; an owner may change it between chunks (a broker raises it after the handshake). */
+  maxFrameSize: number;
   /**
    * Bytes of an incomplete frame (header and/or body) carried over from earlier chunks: the first
    * `#pendingLength` bytes of a buffer that grows by doubling, so that a frame trickled in small

@@ -23,6 +23,13 @@ export const OP = {
   ACK_MIRROR: 22,
   FENCE: 24,
   PING: 30,
+  // broker ↔ broker (peer links, see peer_ops.ts)
+  SYNC: 50,
+  APPEND: 51,
+  REMOVE: 52,
+  SYNCED: 53,
+  REPL_ACK: 54,
+  IN_SYNC: 55,
   // broker → client
   CHALLENGE: 3,
   WELCOME: 4,
@@ -41,6 +48,8 @@ export interface HelloOptions {
   client: string;
   /** The broker token from the host string (`#token`), or null. */
   token: string | null;
+  /** Set by a broker connecting to a peer (`cluster.peers`): the link carries replication. */
+  peer?: boolean;
 }
 
 /** What the broker states in `welcome`. */
@@ -132,7 +141,9 @@ export function refOf(value: unknown[]): number | null {
   // hello, ack and nack expect no answer: their second field is not a ref. Every other request,
   // including operations this broker does not know, carries its ref second.
   const op = value[0];
-  if (op === OP.HELLO || op === OP.ACK || op === OP.NACK || op === OP.ACK_MIRROR || op === OP.FENCE) return null;
+  if (op === OP.HELLO || op === OP.ACK || op === OP.NACK || op === OP.ACK_MIRROR || op === OP.FENCE || op === OP.REPL_ACK) {
+    return null;
+  }
   return isUint(value[1]) ? value[1] : null;
 }
 
@@ -147,6 +158,9 @@ export function checkHello(v: unknown[]): HelloOp {
   }
   if (options.token !== undefined && options.token !== null && typeof options.token !== "string") {
     throw new KittenError("BAD_PROTOCOL", "Cannot read hello: token must be a string or null");
+  }
+  if (options.peer !== undefined && typeof options.peer !== "boolean") {
+    throw new KittenError("BAD_PROTOCOL", "Cannot read hello: peer must be a boolean");
   }
   return v as HelloOp;
 }

@@ -3,7 +3,11 @@
  * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
-import { KittenError, parseChannel, queueName, RecentMap } from "../protocol/mod.ts";
+import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
+import type { AppendOp } from "../protocol/peer_ops.ts";
+import { join } from "node:path";
+import { Cluster } from "./cluster/cluster.ts";
+import { registerClusterGauges } from "./cluster/metrics.ts";
 import { channelSettings, type Config, durableKey } from "./config.ts";
 import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema.ts";
@@ -18,7 +22,8 @@ import { Logger } from "./log.ts";
 import { groupKeyOf, Handler, type HandlerKind, Message } from "./message.ts";
 import { type DeadReason, Queue } from "./queue.ts";
 import { Stats } from "./stats.ts";
-import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import { canPage, type PagingStore, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import type { Snapshot, SnapshotEntry } from "./cluster/replica.ts";
 import { Pager } from "./pager.ts";
 import { DiskFloor } from "./store/disk_floor.ts";
 import type { DurableMode } from "./store/store.ts";
@@ -32,8 +37,11 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
-/** How many acks for messages not arrived yet a slave keeps (see #earlyAcks). */
-const EARLY_ACKS = 100_000;
+/** Where, under `registeredClientsPath`, the keys of peer brokers are pinned. */
+export const PEER_KEYS_FOLDER = "peers";
+
+/** Paged rows read from the store per step of a replica's snapshot. */
+const SNAPSHOT_PAGE = 2_000;
 
 /** How soon a dead letter the store refused is written again. */
 const DEAD_LETTER_RETRY_MS = 500;
@@ -87,25 +95,19 @@ export class Broker {
   readonly sessions = new Set<Session>();
   /** Sessions with frames waiting to be written; flushed once per burst of input. */
   readonly dirty = new Set<Session>();
-  /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
-  epoch = 0;
-  /** The highest epoch clients reported while this broker was a slave. */
-  #seenEpoch = 0;
-  /**
-   * Acks clients copied here for messages this slave does not hold yet (still committing, or not
-   * arrived): applied when the message is accepted. Bounded, oldest forgotten first.
-   */
-  readonly #earlyAcks = new RecentMap<string, [queue: string, group: string, destination: string][]>(EARLY_ACKS);
-  /** Set when a client reported a newer master (see fence()). */
-  fencedBy: { epoch: number; master: string } | null = null;
-  /** Live messages by id, kept only on a slave: mirrored acks name messages by id. */
-  readonly #slaveIndex = new Map<string, Message>();
+  /** Role, epoch, replication and election: what several brokers need (cluster/). */
+  readonly cluster: Cluster;
   /** Compiled channel formats by queue name, replaced whole on reload. */
   schemas: Map<string, CompiledSchema>;
   /** Compiled `config.rules`, replaced whole on reload. */
   rules: Rules;
   /** Pinned public keys (`registeredClientsPath`). */
   registry: KeyRegistry;
+  /**
+   * Pinned public keys of peer brokers (`<registeredClientsPath>/peers`): apart from the clients',
+   * so that a client that takes a peer's serviceId as its id first can never pass for that peer.
+   */
+  peerRegistry: KeyRegistry;
   /** Owners of ids read through exclusive (`!`) rules. */
   readonly exclusive = new ExclusiveOwners();
   /** True while the server closes every connection to stop (see Session.closed()). */
@@ -115,7 +117,7 @@ export class Broker {
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
   readonly #recentIds = new RecentIds();
   /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
-  readonly #storing = new Map<string, Promise<void>>();
+  readonly #storing = new Map<string, Message>();
   #seq = 0;
   #handlerSeq = 0;
   /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
@@ -134,7 +136,26 @@ export class Broker {
     this.rules = compileRules(config.rules);
     this.schemas = compileSchemas(config.channels).schemas;
     this.registry = new KeyRegistry(config.registeredClientsPath);
-    this.epoch = this.#loadEpoch();
+    this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
+    const broker = this;
+    this.cluster = new Cluster({
+      get config() {
+        return broker.config;
+      },
+      store: this.store,
+      queues: this.queues,
+      log: this.log,
+      now: () => this.now(),
+      announceRole: () => this.#announceRole(),
+      snapshot: () => this.#snapshot(),
+      acceptReplica: (op, generation) => this.#acceptReplica(op, generation),
+      nextSeq: () => this.#seq,
+      // Paged messages the master removed: read on past the budget to reach them (Pager.starving()).
+      removalsWaiting: () => {
+        for (const queue of this.queues.values()) if (queue.backlog.count > 0) this.#pager?.starving(queue);
+      },
+    });
+    registerClusterGauges(this.stats, this.cluster);
     this.#pager = canPage(this.store)
       ? new Pager(this.store, {
         log: this.log,
@@ -148,56 +169,26 @@ export class Broker {
 
   /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
   get isMaster(): boolean {
-    return this.config.isMaster && this.fencedBy === null;
+    return this.cluster.isMaster;
   }
 
   /** The role clients are told about. */
   get role(): "master" | "slave" {
-    return this.isMaster ? "master" : "slave";
+    return this.cluster.role;
   }
 
-  /**
-   * A client has seen a master with a higher epoch: this broker is an old master that came back
-   * without being demoted. It stops delivering (and says why) until an operator reloads it.
-   */
+  /** Raised at each promotion to master, kept in the store: fences an old master that comes back. */
+  get epoch(): number {
+    return this.cluster.epoch;
+  }
+
+  get fencedBy(): { epoch: number; master: string } | null {
+    return this.cluster.fencedBy;
+  }
+
+  /** A client has seen a master with a higher epoch (FENCE). */
   fence(epoch: number, master: string, clientId: string): void {
-    if (!this.config.isMaster) {
-      // A slave only remembers the highest epoch: promoted later, it goes above it.
-      if (epoch > this.#epochSeen()) this.store?.setMeta("seenEpoch", epoch);
-      this.#seenEpoch = Math.max(this.#seenEpoch, epoch);
-      return;
-    }
-    if (epoch <= this.epoch || this.fencedBy !== null) return;
-    this.fencedBy = { epoch, master };
-    this.log.error(
-      "cluster",
-      `fenced: client "${clientId}" sees master "${master}" with epoch ${epoch}, newer than this broker's epoch ` +
-        `${this.epoch}; deliveries stop until this broker is demoted (isMaster false) or promoted again`,
-    );
-    this.#indexForMirroring();
-    this.#announceRole();
-  }
-
-  #epochSeen(): number {
-    return Math.max(this.#seenEpoch, Number(this.store?.meta("seenEpoch") ?? 0) || 0);
-  }
-
-  /**
-   * Becoming a slave (demotion, fencing): index the messages held, so that the acks clients copy
-   * here find them, and stop dropping or expiring messages on this broker's own account.
-   */
-  #indexForMirroring(): void {
-    for (const queue of this.queues.values()) {
-      queue.mirroring = true;
-      for (const copy of queue.liveCopies()) {
-        const message = copy.message;
-        if (!message.copies) {
-          message.copies = [];
-          this.#slaveIndex.set(message.id, message);
-        }
-        message.copies.push(copy);
-      }
-    }
+    this.cluster.fence(epoch, master, `client "${clientId}"`);
   }
 
   /** Tells every client the current role and epoch; a new master starts delivering. */
@@ -207,18 +198,12 @@ export class Broker {
     this.flush();
   }
 
-  /** Reads the epoch kept in the store (0 for a new or memory-only broker). */
-  #loadEpoch(): number {
-    const stored = this.store?.meta("epoch");
-    return typeof stored === "number" ? stored : Number(stored ?? 0) || 0;
-  }
-
   /**
    * Swaps in a validated configuration; queues pick up their new settings at once. Throws (and
    * changes nothing) when the config needs a store this broker did not open, or when the epoch
    * of a promotion cannot be written.
    */
-  reload(config: Config): void {
+  reload(config: Config, options: { force?: boolean } = {}): void {
     const durable = durableKey(config);
     if (durable !== null && this.store === null) {
       // Accepting it would confirm sends "on disk" that no store writes.
@@ -228,48 +213,34 @@ export class Broker {
           `(every queue in memory); restart it to open one in its dataDirectory`,
       );
     }
-    const wasMaster = this.isMaster;
-    const promoted = config.isMaster && (!this.config.isMaster || this.fencedBy !== null);
+    const previous = this.config;
     const rules = compileRules(config.rules);
     const schemas = compileSchemas(config.channels).schemas;
-    // A new epoch on every promotion, on disk before anything changes: a store that refuses it
-    // (STORE_UNAVAILABLE) leaves the broker as it was, not half promoted.
-    const epoch = promoted ? Math.max(this.#loadEpoch(), this.#epochSeen()) + 1 : this.epoch;
-    if (promoted) this.store?.setMeta("epoch", epoch);
+    // A promotion is checked (in sync?) and its epoch written before anything changes: a refusal,
+    // or a store that refuses the epoch (STORE_UNAVAILABLE), leaves the broker as it was.
+    const promotedEpoch = this.cluster.checkReload(config, options.force === true);
+    if (promotedEpoch !== null) this.store?.setMeta("epoch", promotedEpoch);
     this.config = config;
     this.rules = rules;
     this.schemas = schemas;
     this.#routes.clear(); // routes cache each queue's schema
-    if (config.registeredClientsPath !== this.registry.directory) this.registry = new KeyRegistry(config.registeredClientsPath);
-    else this.registry.forget();
+    if (config.registeredClientsPath !== this.registry.directory) {
+      this.registry = new KeyRegistry(config.registeredClientsPath);
+      this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
+    } else {
+      this.registry.forget();
+      this.peerRegistry.forget();
+    }
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
-    if (promoted) {
-      this.epoch = epoch;
-      this.fencedBy = null;
-      this.#slaveIndex.clear();
-      this.#earlyAcks.clear();
-      for (const queue of this.queues.values()) queue.mirroring = false;
-      this.log.info("cluster", `promoted to master;epoch=${this.epoch};delivering every message not acked`);
-    } else if (wasMaster && !config.isMaster) {
-      this.log.info("cluster", `demoted to slave;epoch=${this.epoch}`);
-      this.#indexForMirroring();
-    }
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
-    if (promoted || wasMaster !== this.isMaster) this.#announceRole();
+    this.cluster.applyReload(previous, promotedEpoch, options.force === true);
   }
 
   /** A client acked, on the master, a copy this slave keeps: drop it here too. */
   mirrorAck(queueName: string, groupKey: string, destination: string, messageId: string): void {
     if (this.isMaster) return; // the master settles its own deliveries by tag
-    const message = this.#slaveIndex.get(messageId);
-    if (message) {
-      if (message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
-      return;
-    }
-    const early = this.#earlyAcks.get(messageId);
-    if (early) early.push([queueName, groupKey, destination]);
-    else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
+    this.cluster.mirror.acked(queueName, groupKey, destination, messageId);
   }
 
   queue(name: string): Queue {
@@ -283,10 +254,11 @@ export class Broker {
         },
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
-          if (message.copies) this.#slaveIndex.delete(message.id);
+          this.cluster.mirror.forget(message);
+          if (this.isMaster) this.cluster.replication.remove(message.id);
           if (queue!.backlog.count > 0) this.#pager?.settled(queue!);
         },
-        onStarving: () => this.#pager?.settled(queue!),
+        onStarving: () => this.#pager?.starving(queue!),
       });
       queue.mirroring = !this.isMaster; // a slave holds everything until acked or promoted
       this.queues.set(name, queue);
@@ -307,7 +279,7 @@ export class Broker {
     }
     // A resend of an accepted message is confirmed before anything is paid for it (its format was checked the first time).
     if (this.#recentIds.has(messageId)) return;
-    const storing = this.#storing.get(messageId);
+    const storing = this.#storing.get(messageId)?.commit;
     if (storing) return storing; // the same message is being committed: confirm it with that commit
     if (schema) body = conform(schema, channelName, queue.name, body);
     const held = queue.live + queue.backlog.count;
@@ -318,25 +290,47 @@ export class Broker {
       );
     }
     if (this.disk?.low && queue.settings.durability !== "memory") throw this.disk.refusal(channelName);
+    const master = this.isMaster;
+    if (master) this.cluster.replication.checkReplicas(channelName);
     // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
     const message = new Message(messageId, queue.name, destination, copyBytes(body), this.now(), this.#seq++);
+    // Replicas store it while this broker does: the two commits overlap.
+    const index = master ? this.cluster.replication.append(message) : 0;
+    const stored = this.#store(queue, message);
+    const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
+    if (replicated === undefined) return stored;
+    // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
+    replicated.catch(() => {});
+    return stored === undefined ? replicated : stored.then(() => replicated);
+  }
+
+  /**
+   * Stores (when durable) and queues a message. Returns a promise while its commit runs; a resend
+   * meanwhile shares it. A refused commit is streamed to slaves as removed.
+   */
+  #store(queue: Queue, message: Message): void | Promise<void> {
     const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
       this.#accept(queue, message);
       return;
     }
+    const messageId = message.id;
     // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
     const committed = stored.then(
       () => {
         this.#storing.delete(messageId);
+        message.commit = null;
         this.#accept(queue, message);
       },
       (error) => {
         this.#storing.delete(messageId);
+        message.commit = null;
+        if (this.isMaster) this.cluster.replication.remove(messageId);
         throw error;
       },
     );
-    this.#storing.set(messageId, committed);
+    message.commit = committed;
+    this.#storing.set(messageId, message);
     return committed;
   }
 
@@ -344,9 +338,9 @@ export class Broker {
     this.#recentIds.add(message.id);
     this.stats.counters.received++;
     if (this.#paged(queue, message)) return;
-    this.#indexOnSlave(message);
+    if (!this.isMaster) this.cluster.mirror.track(message);
     queue.publish(message);
-    this.#applyEarlyAcks(queue, message);
+    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
   }
 
   /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
@@ -362,24 +356,69 @@ export class Broker {
     message.deliveries = record.deliveries ?? 0;
     message.deadLetter = record.deadLetter ?? null;
     this.#recentIds.add(record.id);
-    this.#indexOnSlave(message);
+    if (!this.isMaster) this.cluster.mirror.track(message);
     queue.admit(message, recovered);
-    this.#applyEarlyAcks(queue, message);
+    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
   }
 
-  /** On a slave: acks the master's clients sent before the message was here. */
-  #applyEarlyAcks(queue: Queue, message: Message): void {
-    if (this.isMaster || this.#earlyAcks.size === 0) return;
-    const early = this.#earlyAcks.get(message.id);
-    if (early === undefined) return;
-    this.#earlyAcks.delete(message.id);
-    for (const [name, group, destination] of early) if (name === queue.name) queue.settleMirrored(message, group, destination);
+  /**
+   * A slave stores a message its master streamed (snapshot or live). No rules, format or bound:
+   * the master checked them. A message held already is only marked as listed by the snapshot.
+   */
+  #acceptReplica(op: AppendOp, generation: number): void | Promise<void> {
+    const [, , id, queueName, destination, body, created, deliveries, deadLetter] = op;
+    const held = this.cluster.mirror.get(id);
+    if (held) {
+      held.syncGeneration = generation;
+      return;
+    }
+    const storing = this.#storing.get(id)?.commit;
+    if (storing) {
+      return storing.then(() => {
+        const message = this.cluster.mirror.get(id);
+        if (message) message.syncGeneration = generation;
+      });
+    }
+    // Held on disk only (paged): stored already, nothing to add.
+    if (canPage(this.store) && this.store.holds(id)) return;
+    const message = new Message(id, queueName, destination, copyBytes(body), created, this.#seq++);
+    message.deliveries = deliveries;
+    message.deadLetter = deadLetter;
+    message.syncGeneration = generation;
+    return this.#store(this.queue(queueName), message);
   }
 
-  #indexOnSlave(message: Message): void {
-    if (this.isMaster) return;
-    message.copies = [];
-    this.#slaveIndex.set(message.id, message);
+  /**
+   * Every message this broker holds, for a replica: those in memory and those being stored, in
+   * arrival order, then each durable queue's paged ones, read from the store page by page as the
+   * replica takes them. A paged queue lists the rows from where its paged messages started, as
+   * many as it had then (rows added since come through the live stream as well: the replica
+   * recognises them).
+   */
+  #snapshot(): Snapshot {
+    const inMemory = new Set<Message>();
+    for (const queue of this.queues.values()) for (const copy of queue.liveCopies()) inMemory.add(copy.message);
+    for (const message of this.#storing.values()) inMemory.add(message);
+    const messages = [...inMemory].sort((a, b) => a.seq - b.seq);
+    const store = this.store;
+    const paged = canPage(store)
+      ? [...this.queues.values()].filter((q) => q.backlog.count > 0).map((q) => ({ name: q.name, from: q.backlog.from, count: q.backlog.count }))
+      : [];
+    function* entries(): Generator<SnapshotEntry> {
+      yield* messages;
+      for (const queue of paged) {
+        let from = queue.from;
+        let left = queue.count;
+        while (left > 0) {
+          const rows = (store as PagingStore).readQueue(queue.name, from, Math.min(left, SNAPSHOT_PAGE));
+          if (rows.length === 0) break;
+          yield* rows;
+          left -= rows.length;
+          from = rows.at(-1)!.position! + 1;
+        }
+      }
+    }
+    return { count: messages.length + paged.reduce((sum, q) => sum + q.count, 0), entries: entries() };
   }
 
   /**
@@ -431,7 +470,7 @@ export class Broker {
       message.deliveries = record.deliveries ?? 0;
       message.deadLetter = record.deadLetter ?? null;
       this.#recentIds.add(record.id);
-      this.#indexOnSlave(message);
+      if (!this.isMaster) this.cluster.mirror.track(message);
       this.queue(record.queue).restore(message);
       restored++;
     }
@@ -468,11 +507,13 @@ export class Broker {
     const now = this.now();
     this.disk?.refresh();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
+    this.cluster.tick();
     this.flush();
   }
 
   /** Writes every session's pending frames: one socket write per session per burst. */
   flush(): void {
+    if (this.isMaster) this.cluster.replication.flush();
     // A flush may let a paused session take more deliveries, which makes it dirty again.
     while (this.dirty.size > 0) {
       const sessions = [...this.dirty];
@@ -493,20 +534,22 @@ export class Broker {
    * accepted by the rules, prove the key it presents, and that key is then pinned (the loser of
    * a race between two first connections gets KEY_MISMATCH).
    */
-  async authenticate(clientId: string, nonce: string, proof: AuthProof): Promise<void> {
+  async authenticate(clientId: string, nonce: string, proof: AuthProof, peer = false): Promise<void> {
     const { serviceId } = this.config;
-    const pinned = await this.registry.get(clientId);
+    const registry = peer ? this.peerRegistry : this.registry;
+    const pinned = await registry.get(clientId);
     if (pinned !== null) {
-      await this.registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
+      await registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
       await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: pinned, clientId });
       return;
     }
-    if (!this.rules.accepts(clientId)) {
+    // A broker listed in cluster.peers is accepted by that listing; rules are for clients.
+    if (!peer && !this.rules.accepts(clientId)) {
       throw new KittenError("UNKNOWN_CLIENT", `Cannot accept client "${clientId}": no rule's client matches this new id`);
     }
     await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: proof.publicKey, clientId });
-    if (await this.registry.pin(clientId, proof.publicKey) === "pinned") {
-      this.log.info("auth", `client=${clientId};public key pinned`);
+    if (await registry.pin(clientId, proof.publicKey) === "pinned") {
+      this.log.info("auth", `${peer ? "peer" : "client"}=${clientId};public key pinned`);
     }
   }
 
@@ -557,6 +600,7 @@ export class Broker {
       deliveries: copy.deliveries,
     };
     const store = this.#storeFor(queue);
+    if (this.isMaster) this.cluster.replication.append(dead);
     if (!store) return queue.publish(dead);
     const publish = () => {
       if (!this.#paged(queue, dead)) queue.publish(dead);

@@ -13,6 +13,8 @@ import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
+import { parseHost } from "../protocol/host.ts";
+import { jsonErrorPosition } from "./json_position.ts";
 import { compileSchemas } from "./schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
@@ -59,7 +61,9 @@ export function defaultConfig(): Config {
       maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
       maxConnections: 10000, // one host cannot exhaust the broker's file descriptors
       handshakeTimeoutMs: 5000, // an unauthenticated connection holds resources for at most this long
+      maxUnauthenticatedBytes: 8388608, // 8 MiB: what all connections not yet welcomed may hold together
       maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
+      slowConsumerGraceMs: 10000, // unsent bytes over maxOutgoingBytes this long: SLOW_CONSUMER, closed (NATS's write deadline)
       tls: null, // plain TCP unless certificate and key files are given
       logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
@@ -80,7 +84,7 @@ export function defaultConfig(): Config {
     registeredClientsPath: "clients", // the original's folder of pinned client keys
     keysDirectory: "keys", // the original's template value; its empty default crashed the broker
     keysName: "broker", // the original's template value
-    logsDirectory: "logs", // the original's default
+    logsDirectory: "logs", // compatibility only: accepted and unused; logs go to stdout/stderr (journald under systemd)
     dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
     durability: "fsync", // a confirmed send is on disk: survives kill -9 and power loss
     commitIntervalMs: 5, // batch mode: how often pending messages are committed
@@ -95,6 +99,12 @@ export function defaultConfig(): Config {
     },
     rules: [], // no rules: every client may read and write everything, as the original
     channels: {}, // every queue uses the broker-level settings
+    cluster: {
+      peers: [], // the other brokers' client addresses ("host:port@serviceId"); none: a lone broker
+      minInSyncReplicas: 1, // brokers (the master included) holding a message before it is confirmed
+      maxLagMs: 10000, // an in-sync slave that acknowledges nothing for this long drops out of sync
+      etcd: null, // automatic failover: { endpoints, leaseTtlSeconds }; null: promotion by reload
+    },
   };
 }
 
@@ -110,6 +120,17 @@ const VERSION = "[A-Za-z0-9._-]+";
 const ID = "[^/*\\s]+";
 const QUEUE_RE = new RegExp(`^${ENDPOINT}/${VERSION}$`);
 const PATTERN_RE = new RegExp(`^!?${ENDPOINT}/(?:\\*|${VERSION}/(?:\\*|${ID}))$`);
+
+/** A peer is named by its serviceId: the address must carry one (`host:port@serviceId`). */
+function isPeerAddress(value: unknown): value is string {
+  if (typeof value !== "string") return false;
+  try {
+    const host = parseHost(value);
+    return host.serviceId !== null && /^[A-Za-z0-9._-]{1,128}$/.test(host.serviceId);
+  } catch {
+    return false;
+  }
+}
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value);
@@ -153,7 +174,9 @@ const SOCKET_ENTRIES = {
   maxFrameSize: int(1024, 67108864),
   maxConnections: int(1, 1000000),
   handshakeTimeoutMs: int(100, 600000),
+  maxUnauthenticatedBytes: int(65536, 1073741824),
   maxOutgoingBytes: int(65536, 1073741824),
+  slowConsumerGraceMs: int(100, 3600000),
   // TLS on the client port: PEM file paths (relative to the config file).
   tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
   logs: str(),
@@ -190,6 +213,24 @@ const CHANNEL_ENTRIES = {
   // Overrides the broker's durability for this queue.
   durability: v.optional(durability()),
 };
+const ETCD_ENTRIES = {
+  endpoints: v.pipe(
+    v.array(v.pipe(str(), v.regex(/^https?:\/\/[^\s/]+$/, `must be a URL like "http://127.0.0.1:2379"`)), "must be an array of URLs"),
+    v.minLength(1, "must list at least one etcd endpoint"),
+  ),
+  leaseTtlSeconds: v.optional(int(2, 600), 3),
+  // Brokers that share a prefix elect one master among them.
+  prefix: v.optional(v.pipe(str(), v.regex(/^[A-Za-z0-9._\/-]{1,200}$/, "must be 1 to 200 of letters, digits, \".\", \"_\", \"-\", \"/\"")), "kitten-mq/"),
+};
+const CLUSTER_ENTRIES = {
+  peers: v.array(
+    v.pipe(str(), v.check((peer: string) => isPeerAddress(peer), `must look like "host:port@serviceId" (the serviceId names the peer)`)),
+    "must be an array of peer addresses",
+  ),
+  minInSyncReplicas: int(1, 16),
+  maxLagMs: int(100, 600000),
+  etcd: v.nullable(object(v.strictObject(ETCD_ENTRIES))),
+};
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
 const CONFIG_ENTRIES = {
@@ -218,6 +259,7 @@ const CONFIG_ENTRIES = {
   admin: object(v.strictObject(ADMIN_ENTRIES)),
   rules: v.array(RULE_SCHEMA, "must be an array of rules"),
   channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
+  cluster: object(v.strictObject(CLUSTER_ENTRIES)),
 };
 const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
 
@@ -228,10 +270,13 @@ export function parseConfig(input: unknown, source = "config"): Config {
   }
   const merged = mergeOverDefaults(input);
   const result = v.safeParse(CONFIG_SCHEMA, merged, { abortPipeEarly: true });
-  const problems = result.issues?.map(toProblem) ?? [];
+  // valibot reports the first unknown key of an object only: every one is listed by the walk.
+  const problems = unknownKeyProblems(merged);
+  for (const issue of result.issues ?? []) if (!isUnknownKey(issue)) problems.push(toProblem(issue));
   problems.push(...crossFieldProblems(merged));
-  // Channel formats are compiled here too, so a bad `map` is reported with its path at load.
-  if (result.success) problems.push(...compileSchemas(result.output.channels).problems);
+  // Channel formats are compiled here too, so a bad `map` is reported with its path at load,
+  // together with every other problem of the file.
+  if (isPlainObject(merged.channels)) problems.push(...compileSchemas(merged.channels as Record<string, { map?: unknown }>).problems);
   if (problems.length > 0) throw configError(source, problems);
   return result.output as Config; // no issues, so the output is typed
 }
@@ -250,7 +295,9 @@ export async function loadConfigFile(path: string): Promise<Config> {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw configError(path, [{ path: "(file)", message: `not valid JSON: ${(error as Error).message}` }], error);
+    const where = jsonErrorPosition(text);
+    const at = where ? ` at line ${where.line}, column ${where.column} (found ${where.found})` : "";
+    throw configError(path, [{ path: "(file)", message: `not valid JSON${at}: ${(error as Error).message}` }], error);
   }
   const config = parseConfig(json, path);
   // The broker is started by systemd or by hand from any folder: relative to the file, not the cwd.
@@ -305,6 +352,20 @@ export function isLoopbackHost(host: string): boolean {
   return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
 }
 
+/**
+ * What makes this config unsafe to run as it is, in words for the log and `GET /status`: today,
+ * a client port other machines can reach with neither a broker token nor rules, so anyone who
+ * reaches it may read and write every channel.
+ */
+export function securityWarnings(config: Config): string[] {
+  const { host, token } = config.socketServer;
+  if (isLoopbackHost(host) || token !== null || config.rules.length > 0) return [];
+  return [
+    `socketServer.host ${JSON.stringify(host)} is reachable from other machines, and with no socketServer.token and no rules ` +
+    `any client that reaches it may read and write every channel: set a token, rules, or a loopback host`,
+  ];
+}
+
 /** Deep merge over the defaults: `socketServer` and `admin` key by key; lists and `channels` are replaced whole. */
 function mergeOverDefaults(input: Record<string, unknown>): Record<string, unknown> {
   const defaults = defaultConfig();
@@ -312,7 +373,7 @@ function mergeOverDefaults(input: Record<string, unknown>): Record<string, unkno
   const merged: Record<string, unknown> = Object.assign(Object.create(null), defaults);
   for (const [key, value] of Object.entries(input)) {
     if (value === undefined || COMPATIBILITY_KEYS.has(key)) continue;
-    const section = key === "socketServer" || key === "admin" ? defaults[key] : null;
+    const section = key === "socketServer" || key === "admin" || key === "cluster" ? defaults[key] : null;
     merged[key] = section && isPlainObject(value)
       ? { ...section, ...Object.fromEntries(Object.entries(value).filter(([, x]) => x !== undefined)) }
       : value;
@@ -340,6 +401,22 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
       message: `is required when admin.host is not a loopback address: admin.host is ${JSON.stringify(admin.host)}`,
     });
   }
+  const cluster = config.cluster;
+  if (isPlainObject(cluster) && Array.isArray(cluster.peers) && typeof cluster.minInSyncReplicas === "number" &&
+    cluster.minInSyncReplicas > cluster.peers.length + 1) {
+    problems.push({
+      path: "cluster.minInSyncReplicas",
+      message: `must be at most the number of brokers (cluster.peers plus this one, ${cluster.peers.length + 1}): ` +
+        `current value is ${cluster.minInSyncReplicas}`,
+    });
+  }
+  if (isPlainObject(cluster) && Array.isArray(cluster.peers) && typeof config.serviceId === "string") {
+    cluster.peers.forEach((peer, index) => {
+      if (isPeerAddress(peer) && parseHost(peer).serviceId === config.serviceId) {
+        problems.push({ path: `cluster.peers[${index}]`, message: `names this broker's own serviceId "${config.serviceId}"` });
+      }
+    });
+  }
   const channels = config.channels;
   if (isPlainObject(channels)) {
     for (const [queue, channel] of Object.entries(channels)) {
@@ -355,30 +432,47 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
   return problems;
 }
 
+function isUnknownKey(issue: v.BaseIssue<unknown>): boolean {
+  return issue.type === "strict_object" && issue.expected === "never" && issue.path?.at(-1)?.origin === "key";
+}
+
 function toProblem(issue: v.BaseIssue<unknown>): ConfigProblem {
   const items = issue.path ?? [];
   const path = formatPath(items.map((item) => item.key));
-  const last = items.at(-1);
-  if (issue.type === "strict_object" && last?.origin === "key") {
-    if (issue.expected === "never") {
-      const known = Object.keys(entriesAt(items.map((item) => item.key).slice(0, -1)));
-      const typo = String(last.key).toLowerCase();
-      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
-      const guess = known.find((key) => editDistance(key.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
-      return { path, message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" };
-    }
-    return { path, message: "is required" };
-  }
+  if (issue.type === "strict_object" && items.at(-1)?.origin === "key") return { path, message: "is required" };
   return { path, message: `${issue.message}: current value is ${show(issue.input)}` };
 }
 
-/** The schema entries of the object at `keys`, for "did you mean" hints. */
-function entriesAt(keys: unknown[]): Record<string, unknown> {
-  if (keys.length === 0) return CONFIG_ENTRIES;
-  if (keys[0] === "socketServer") return SOCKET_ENTRIES;
-  if (keys[0] === "rules") return RULE_ENTRIES;
-  if (keys[0] === "admin") return ADMIN_ENTRIES;
-  return CHANNEL_ENTRIES;
+const TLS_ENTRIES = { cert: null, key: null };
+
+/** Every key the schema does not know, in every object of the file, each with a "did you mean" hint. */
+function unknownKeyProblems(config: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const visit = (value: unknown, entries: Record<string, unknown>, keys: unknown[]) => {
+    if (!isPlainObject(value)) return;
+    for (const key of Object.keys(value)) {
+      if (Object.hasOwn(entries, key)) continue;
+      const typo = key.toLowerCase();
+      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
+      const guess = Object.keys(entries).find((known) => editDistance(known.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
+      problems.push({ path: formatPath([...keys, key]), message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" });
+    }
+  };
+  visit(config, CONFIG_ENTRIES, []);
+  if (isPlainObject(config.cluster)) {
+    visit(config.cluster, CLUSTER_ENTRIES, ["cluster"]);
+    visit(config.cluster.etcd, ETCD_ENTRIES, ["cluster", "etcd"]);
+  }
+  for (const section of ["socketServer", "admin"] as const) {
+    const value = config[section];
+    visit(value, section === "admin" ? ADMIN_ENTRIES : SOCKET_ENTRIES, [section]);
+    if (isPlainObject(value)) visit(value.tls, TLS_ENTRIES, [section, "tls"]);
+  }
+  if (Array.isArray(config.rules)) config.rules.forEach((rule, index) => visit(rule, RULE_ENTRIES, ["rules", index]));
+  if (isPlainObject(config.channels)) {
+    for (const [queue, channel] of Object.entries(config.channels)) visit(channel, CHANNEL_ENTRIES, ["channels", queue]);
+  }
+  return problems;
 }
 
 /** `socketServer.port`, `rules[2].read[0]`; channel keys always as `channels["invoice/v1"]`. */

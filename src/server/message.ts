@@ -31,6 +31,10 @@ export class Message {
   deliveries = 0;
   /** Its copies, tracked only on a slave, where clients' mirrored acks must find them. */
   copies: Copy[] | null = null;
+  /** The commit storing it, while it runs (a resend meanwhile is confirmed by the same commit). */
+  commit: Promise<void> | null = null;
+  /** On a slave: the master snapshot that last listed it (see Mirror.reconcile()). */
+  syncGeneration = 0;
   constructor(
     /** Globally unique id chosen by the sender; used for deduplication. */
     readonly id: string,

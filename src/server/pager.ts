@@ -13,6 +13,13 @@ import type { Message } from "./message.ts";
 import type { Queue } from "./queue.ts";
 import type { PagingStore, StoredMessage } from "./store/store.ts";
 
+/**
+ * How far past its budget a queue reads when a handler starves (see `starving()`): messages for a
+ * served id paged behind more than this many budgets of messages waiting for ids nobody serves
+ * wait until those are consumed, expire or overflow.
+ */
+export const STARVING_BUDGETS = 4;
+
 /** How soon a failed read of paged messages is tried again. */
 const REFILL_RETRY_MS = 500;
 
@@ -58,7 +65,20 @@ export class Pager {
     queue.syncBacklog();
     if (!queue.backlog.wantsRefill(queue.settings.memoryBudgetBytes)) return;
     queue.backlog.refilling = true;
-    setImmediate(() => this.#refillTurn(queue));
+    setImmediate(() => this.#refillTurn(queue, queue.settings.memoryBudgetBytes));
+  }
+
+  /**
+   * A handler could take more and nothing in memory is for it, while messages are paged: memory
+   * may be full of messages waiting for ids nobody serves, with its messages behind them on
+   * disk. It reads on past the budget, up to STARVING_BUDGETS times it, to reach them.
+   */
+  starving(queue: Queue): void {
+    queue.syncBacklog();
+    const budget = queue.settings.memoryBudgetBytes * STARVING_BUDGETS;
+    if (!queue.backlog.wantsRefill(budget)) return;
+    queue.backlog.refilling = true;
+    setImmediate(() => this.#refillTurn(queue, budget));
   }
 
   /**
@@ -83,9 +103,8 @@ export class Pager {
   }
 
   /** Reads up to `rows` paged messages back (fewer when the budget fills first). */
-  refill(queue: Queue, rows: number): void {
+  refill(queue: Queue, rows: number, budget = queue.settings.memoryBudgetBytes): void {
     const backlog = queue.backlog;
-    const budget = queue.settings.memoryBudgetBytes;
     queue.syncBacklog();
     while (rows > 0 && backlog.count > 0 && backlog.waitingBytes < budget) {
       // No more rows than could fit were their bodies empty: a small budget reads a few at a time.
@@ -110,23 +129,23 @@ export class Pager {
     }
   }
 
-  #refillTurn(queue: Queue): void {
+  #refillTurn(queue: Queue, budget: number): void {
     queue.backlog.refilling = false;
     try {
-      this.refill(queue, REFILL_ROWS);
+      this.refill(queue, REFILL_ROWS, budget);
       this.host.flush();
     } catch (error) {
       // A failing disk: tried again a little later, not on every turn.
       this.host.log.failure("store", `queue=${queue.name};reading paged messages failed, retrying`, error);
       queue.backlog.refilling = true;
-      setTimeout(() => this.#refillTurn(queue), REFILL_RETRY_MS);
+      setTimeout(() => this.#refillTurn(queue, budget), REFILL_RETRY_MS);
       return;
     }
     // Still below the budget: the next page on the next turn (sockets get theirs in between).
     queue.syncBacklog();
-    if (queue.backlog.count > 0 && queue.backlog.waitingBytes < queue.settings.memoryBudgetBytes) {
+    if (queue.backlog.count > 0 && queue.backlog.waitingBytes < budget) {
       queue.backlog.refilling = true;
-      setImmediate(() => this.#refillTurn(queue));
+      setImmediate(() => this.#refillTurn(queue, budget));
     }
   }
 }

@@ -156,7 +156,7 @@ export class Queue {
       } else if (!this.#route(message)) {
         const copy = new Copy(message, message.destination, null);
         copy.recovered = recovered;
-        this.#parking.park(copy);
+        this.#parkUnrouted(copy);
       }
     } finally {
       this.#unref(message);
@@ -320,14 +320,8 @@ export class Queue {
   settleMirrored(message: Message, groupKey: string, destination: string): boolean {
     for (const copy of message.copies ?? []) {
       if (copy.destination !== destination || copy.group?.key !== groupKey) continue;
-      if (copy.state === CopyState.READY) {
-        const pool = copy.group.pools.get(destination);
-        pool?.ready.delete(copy);
-        if (pool && pool.ready.length === 0) copy.group.readyPools.delete(pool);
-      } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
-      else if (copy.state !== CopyState.DELAYED) continue; // in flight or settled: nothing to drop
+      if (!this.#dropHeld(copy)) continue;
       this.counters.acked++;
-      this.#settle(copy);
       return true;
     }
     for (const copy of this.#parking.waiting.ordered()) {
@@ -352,7 +346,36 @@ export class Queue {
     const copy = new Copy(message, message.destination, null);
     copy.recovered = true;
     copy.deliveries = message.deliveries;
+    message.copies?.push(copy);
     this.#parking.parkAll([copy]);
+  }
+
+  /** A copy for whoever registers first; a slave tracks it, so that the master's removal finds it. */
+  #parkUnrouted(copy: Copy): void {
+    copy.message.copies?.push(copy);
+    this.#parking.park(copy);
+  }
+
+  /**
+   * On a slave: the master settled every copy of `message`, so every copy still held here goes
+   * (ready, delayed or waiting; a slave has none in flight).
+   */
+  dropMirrored(message: Message): void {
+    for (const copy of message.copies ?? []) {
+      if (this.#dropHeld(copy)) this.counters.acked++;
+    }
+  }
+
+  /** Takes a ready, waiting or delayed copy out and settles it; false for any other state. */
+  #dropHeld(copy: Copy): boolean {
+    if (copy.state === CopyState.READY) {
+      const pool = copy.group?.pools.get(copy.destination);
+      pool?.ready.delete(copy);
+      if (pool && pool.ready.length === 0) copy.group!.readyPools.delete(pool);
+    } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
+    else if (copy.state !== CopyState.DELAYED) return false; // in flight or settled: nothing to drop
+    this.#settle(copy);
+    return true;
   }
 
   /**

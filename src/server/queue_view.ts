@@ -18,12 +18,16 @@ export function handlersInfo(queue: Queue): HandlerInfo[] {
   }));
 }
 
-/** Copies not yet settled, `offset` skipped, at most `limit` (order: see Queue.liveCopies()). */
-export function messages(queue: Queue, limit: number, offset = 0): CopyInfo[] {
+/**
+ * Copies not yet settled, `offset` skipped, at most `limit` (order: see Queue.liveCopies());
+ * with `destination`, only the copies of that id.
+ */
+export function messages(queue: Queue, limit: number, offset = 0, destination?: string): CopyInfo[] {
   const page: CopyInfo[] = [];
   let index = 0;
   for (const copy of queue.liveCopies()) {
     if (page.length >= limit) break;
+    if (destination !== undefined && copy.destination !== destination) continue;
     if (index++ >= offset) page.push(copyInfo(copy));
   }
   return page;

@@ -3,7 +3,8 @@
  */
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import { type Config, durableKey, loadConfigFile } from "./config.ts";
+import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
+import { checkReloadable } from "./restart_keys.ts";
 import { listen } from "./tcp.ts";
 import { Reclaimer } from "./reclaim.ts";
 import { Logger } from "./log.ts";
@@ -17,7 +18,7 @@ import { join } from "node:path";
  * The durable store, when anything needs one: the broker or a channel is durable, or a store
  * left by an earlier run holds messages (switching to memory must not silently drop them).
  */
-function openStore(config: Config, logger: Logger): Store | null {
+function openStore(config: Config, logger: Logger, onCommit: (elapsedMs: number) => void): Store | null {
   if (durableKey(config) === null && !existsSync(join(config.dataDirectory, STORE_FILE))) return null;
   return new SqliteStore({
     directory: config.dataDirectory,
@@ -25,7 +26,23 @@ function openStore(config: Config, logger: Logger): Store | null {
     commitIntervalMs: config.commitIntervalMs,
     deliveryCountDelayMs: DELIVERY_COUNT_DELAY_MS,
     logger,
+    onCommit,
   });
+}
+
+/** The reason an operator can act on, from Bun's "Failed to listen at HOST" and its errno code. */
+function whyNotListening(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (code === "EADDRINUSE") return "the port is in use (another process listens there)";
+  if (code === "EADDRNOTAVAIL") return "the address is not one of this machine's";
+  if (code === "EACCES") return "permission denied (ports below 1024 need privileges)";
+  return `${typeof code === "string" ? `${code}: ` : ""}${(error as Error)?.message ?? String(error)}`;
+}
+
+/** Once a second: the rate window and the history (GET /history). */
+export function sampleStats(broker: Broker, now: number): void {
+  broker.stats.sample(now);
+  broker.stats.history.record(now, { counters: broker.stats.counters, connections: broker.sessions.size, queues: broker.queues.values() });
 }
 
 /** How often queue timers (ack timeouts, delayed requeues, ttl) are checked. */
@@ -42,7 +59,7 @@ export interface BrokerServer {
    * Re-reads the config file and applies it. The whole file is validated first: a bad file
    * throws CONFIG_INVALID listing every problem, and the running config stays.
    */
-  reload(): Promise<Config>;
+  reload(options?: { force?: boolean }): Promise<Config>;
   /**
    * Refuses new connections and sends, lets in-flight deliveries finish for at most `graceMs`,
    * then stops. Resolves when stopped.
@@ -58,21 +75,44 @@ export interface StartOptions extends BrokerOptions {
 
 export function startBroker(config: Config, options: StartOptions = {}): BrokerServer {
   const logger = options.logger ?? new Logger(config.logLevel);
-  const store = options.store !== undefined ? options.store : openStore(config, logger);
+  // The store is opened before the broker whose statistics time its commits.
+  let timed: Broker | null = null;
+  const onCommit = (elapsedMs: number) => timed?.stats.commit.observe(elapsedMs / 1000);
+  const store = options.store !== undefined ? options.store : openStore(config, logger, onCommit);
   const broker = new Broker(config, { ...options, logger, store });
+  timed = broker;
   // Recovery runs before the port opens: no client sees the broker half-loaded.
   broker.recover();
-  const listener = listen(broker);
+  let listener: ReturnType<typeof listen>;
+  try {
+    listener = listen(broker);
+  } catch (error) {
+    store?.close(); // its lock would keep a retry in this process from opening it
+    const { host, port } = config.socketServer;
+    throw new KittenError(
+      "CONFIG_INVALID",
+      `Cannot listen for clients on ${host}:${port} (socketServer.host, socketServer.port): ${whyNotListening(error)}`,
+      undefined,
+      { cause: error },
+    );
+  }
+  broker.cluster.start();
   let lastSample = broker.now();
   const reclaimer = new Reclaimer(broker.stats.counters);
+  let lastTick = performance.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
     // so it gets the same guard (tcp.ts): logged, and the next tick runs.
     try {
+      // The timer's own delay is the event loop's lag: real time, whatever clock the broker uses.
+      const tickAt = performance.now();
+      broker.stats.noteTimerDelay(tickAt - lastTick - TICK_MS);
+      lastTick = tickAt;
       broker.tick();
       const now = broker.now();
       if (now - lastSample >= 1000) {
-        broker.stats.sample(now);
+        sampleStats(broker, now);
+        broker.cluster.checkEligibility();
         lastSample = now;
         reclaimer.check();
       }
@@ -82,6 +122,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   }, TICK_MS);
   broker.log.info("broker", `serviceId=${config.serviceId};listening=${listener.hostname}:${listener.port};` +
     `role=${config.isMaster ? "master" : "slave"};started`);
+  for (const warning of securityWarnings(config)) broker.log.warn("security", warning);
   let stopped: Promise<void> | null = null;
   const configPath = options.configPath ?? null;
   return {
@@ -89,18 +130,31 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     port: listener.port,
     hostname: listener.hostname,
     configPath,
-    async reload() {
+    async reload(options = {}) {
       if (configPath === null) {
         throw new KittenError("CONFIG_INVALID", "Cannot reload: the broker runs on the embedded defaults, with no config file");
       }
-      const next = await loadConfigFile(configPath);
-      broker.reload(next);
-      return next;
+      try {
+        const next = await loadConfigFile(configPath);
+        checkReloadable(broker.config, next, configPath);
+        broker.reload(next, options);
+        for (const warning of securityWarnings(next)) broker.log.warn("security", warning);
+        return next;
+      } catch (error) {
+        // However it was asked for (admin API, signal), the operator finds the refusal in the log.
+        const message = error instanceof KittenError ? error.message : String(error);
+        broker.log.error("broker", `reload refused, running config unchanged: ${message}`);
+        throw error;
+      }
     },
     async softStop(graceMs) {
       if (!broker.stopping) {
         broker.stopping = true;
+        // Clients keep their sends from now on and send them again to the next broker they reach.
+        for (const session of broker.sessions) session.announceStopping();
+        broker.flush();
         broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
+        await broker.cluster.resign().catch((error) => broker.log.warn("cluster", `cannot resign: ${error.message}`));
       }
       const deadline = broker.now() + graceMs;
       while (broker.inflight() > 0 && broker.now() < deadline) await new Promise((r) => setTimeout(r, TICK_MS));
@@ -115,6 +169,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         // copies stay stored as they are (redelivered after a restart), uncounted.
         broker.shuttingDown = true;
         listener.stop(true);
+        await broker.cluster.stop();
         await broker.store?.close();
         broker.log.info("broker", "stopped");
       })();

@@ -15,7 +15,9 @@ import {
   checkIds,
   checkNack,
   checkPing,
+  checkReplAck,
   checkSend,
+  checkSync,
   checkSubscribe,
   checkUnsubscribe,
   decode,
@@ -35,9 +37,11 @@ import {
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./auth.ts";
+import { collectAfterRefusal } from "./collector.ts";
 import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
 import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
 import type { Queue } from "./queue.ts";
+import type { ReplicaLink } from "./cluster/replica.ts";
 
 /** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */
 export interface Connection {
@@ -46,6 +50,11 @@ export interface Connection {
   /** Closes after pending bytes are sent. */
   end(): void;
   readonly remoteAddress: string;
+  /** Stops reading from the socket (the peer then meets TCP backpressure) until `resume()`. */
+  pause?(): void;
+  resume?(): void;
+  /** Closes at once, dropping what is not sent (a reset). */
+  terminate?(): void;
 }
 
 interface Registration {
@@ -56,13 +65,33 @@ interface Registration {
 }
 
 /**
+ * Largest frame accepted before `welcome`. Handshake frames (hello with a client id and token,
+ * auth with a signed token and a public key) take a few hundred bytes: anyone who can reach the
+ * port may send them, so a connection that has not proved who it is cannot make the broker
+ * buffer a `maxFrameSize` frame.
+ */
+export const HANDSHAKE_MAX_FRAME_SIZE = 16 * 1024;
+
+/**
+ * Bytes that the connections not yet welcomed hold together (partial handshake frames), shared by
+ * every session of one listener and bounded by `socketServer.maxUnauthenticatedBytes`.
+ */
+export interface HandshakeBudget {
+  held: number;
+}
+
+/**
  * hello → (challenge sent) auth → (token being verified) verifying → open → closed. Nothing
  * but the next handshake step is accepted before `open`.
  */
 export type SessionState = "hello" | "auth" | "verifying" | "open" | "closed";
 
-export class Session implements DeliverySink {
+export class Session implements DeliverySink, ReplicaLink {
   clientId = "";
+  /** A broker of `cluster.peers` (hello.peer): it may ask for the replication stream. */
+  isPeer = false;
+  /** Set once the peer asked for the replication stream. */
+  #replicating = false;
   state: SessionState = "hello";
   /** The nonce of the challenge sent to this connection; a proof must sign exactly it. */
   #nonce = "";
@@ -80,11 +109,21 @@ export class Session implements DeliverySink {
   #starved = false;
   #unsent: Uint8Array[] = [];
   #unsentBytes = 0;
+  /**
+   * Set while the unsent bytes are over `maxOutgoingBytes`: the socket is not read (replies to
+   * what a client sends count too, so a client that never reads cannot make the broker queue
+   * PONGs and OKs without bound), and the connection is reset with SLOW_CONSUMER when it fires.
+   */
+  #slowTimer: ReturnType<typeof setTimeout> | null = null;
+  readonly #budget: HandshakeBudget;
+  /** This session's share of `#budget.held`: its partial frame, until welcome. */
+  #heldBeforeOpen = 0;
 
-  constructor(broker: Broker, connection: Connection) {
+  constructor(broker: Broker, connection: Connection, budget: HandshakeBudget = { held: 0 }) {
     this.#broker = broker;
     this.#connection = connection;
-    this.#decoder = new FrameDecoder(broker.config.socketServer.maxFrameSize);
+    this.#budget = budget;
+    this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
 
   get isClosed(): boolean {
@@ -94,11 +133,42 @@ export class Session implements DeliverySink {
   /** Feeds bytes from the socket. */
   receive(chunk: Uint8Array): void {
     if (this.state === "closed") return;
+    if (this.state !== "open") return this.#receiveBeforeOpen(chunk);
     try {
       this.#decoder.each(chunk, this.#visit);
     } catch (error) {
       this.#fail(null, error); // an oversized length prefix
     }
+  }
+
+  /** Handshake frames: small ones only, and what is left partial counts against the shared budget. */
+  #receiveBeforeOpen(chunk: Uint8Array): void {
+    try {
+      this.#decoder.each(chunk, this.#visit);
+    } catch (error) {
+      const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
+      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `${error.message}: the largest frame accepted before welcome`) : error);
+      if (tooLarge) collectAfterRefusal();
+    }
+    if (this.state === "open" || this.state === "closed") return;
+    const held = this.#decoder.pendingBytes;
+    this.#budget.held += held - this.#heldBeforeOpen;
+    this.#heldBeforeOpen = held;
+    const limit = this.#broker.config.socketServer.maxUnauthenticatedBytes;
+    if (held > 0 && this.#budget.held > limit) {
+      this.#fail(null, new KittenError(
+        "TOO_MANY_CONNECTIONS",
+        `Cannot buffer a handshake frame: connections not yet welcomed hold ${this.#budget.held} bytes, ` +
+          `more than socketServer.maxUnauthenticatedBytes ${limit}`,
+      ));
+      collectAfterRefusal();
+    }
+  }
+
+  /** Gives back this session's share of the handshake budget (it was welcomed, or it closed). */
+  #releaseHandshakeBytes(): void {
+    this.#budget.held -= this.#heldBeforeOpen;
+    this.#heldBeforeOpen = 0;
   }
 
   /** Handles the frame `data[start, end)`; false once the session is closed. */
@@ -140,6 +210,8 @@ export class Session implements DeliverySink {
         case OP.ACK_MIRROR: return this.#handleAckMirror(value);
         case OP.FENCE: return this.#handleFence(value);
         case OP.PING: return this.#push([OP.PONG, checkPing(value)[1]]);
+        case OP.SYNC: return this.#handleSync(value);
+        case OP.REPL_ACK: return this.#handleReplAck(value);
         default:
           throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
       }
@@ -175,6 +247,10 @@ export class Session implements DeliverySink {
     }
     if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
     validateClientId(options.client);
+    if (options.peer === true && !this.#broker.cluster.isPeer(options.client)) {
+      throw new KittenError("NOT_A_PEER", `Cannot accept peer "${options.client}": it is not in cluster.peers of "${config.serviceId}"`);
+    }
+    this.isPeer = options.peer === true;
     this.clientId = options.client;
     this.#nonce = createChallenge();
     this.state = "auth";
@@ -186,7 +262,7 @@ export class Session implements DeliverySink {
     if (this.state !== "auth") throw new KittenError("BAD_PROTOCOL", "Cannot accept auth: the session is already open");
     const [, proof] = checkAuth(value);
     this.state = "verifying";
-    this.#afterwards(this.#broker.authenticate(this.clientId, this.#nonce, proof).then(
+    this.#afterwards(this.#broker.authenticate(this.clientId, this.#nonce, proof, this.isPeer).then(
       () => this.#open(),
       (error) => this.#fail(null, error),
     ));
@@ -203,6 +279,8 @@ export class Session implements DeliverySink {
     if (this.state !== "verifying") return; // closed meanwhile
     const config = this.#broker.config;
     this.state = "open";
+    this.#releaseHandshakeBytes();
+    this.#decoder.maxFrameSize = config.socketServer.maxFrameSize;
     this.#push([OP.WELCOME, {
       server: config.serviceId,
       serviceId: config.serviceId,
@@ -231,9 +309,19 @@ export class Session implements DeliverySink {
   }
 
   #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
+    const stats = this.#broker.stats;
+    // One send in LATENCY_SAMPLE_EVERY is timed; the others pay one decrement.
+    const started = stats.publishSampler.hit() ? performance.now() : -1;
     const stored = this.#broker.send(channel, messageId, body, this);
-    if (stored === undefined) return this.#confirm(ref);
-    this.#afterwards(stored.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)));
+    if (stored === undefined) {
+      this.#confirm(ref);
+      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
+      return;
+    }
+    this.#afterwards(stored.then(() => {
+      this.#confirm(ref);
+      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
+    }, (error) => this.#fail(ref, error)));
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
@@ -344,10 +432,53 @@ export class Session implements DeliverySink {
     this.#broker.fence(epoch, master, this.clientId);
   }
 
+  /** A peer asks for the replication stream: a snapshot of what this master holds, then the live log. */
+  #handleSync(value: unknown[]): void {
+    const [, ref, { epoch }] = checkSync(value);
+    if (!this.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${this.clientId}": it did not connect as a peer`);
+    this.#confirm(ref);
+    this.#broker.cluster.attachReplica(this, epoch);
+    this.#replicating = true;
+  }
+
+  #handleReplAck(value: unknown[]): void {
+    const [, seq] = checkReplAck(value);
+    if (this.#replicating) this.#broker.cluster.replication.ack(this, seq);
+  }
+
+  // ── ReplicaLink: the stream a master writes to a peer ──────────────────────────────────────
+
+  get peerId(): string {
+    return this.clientId;
+  }
+
+  get backlogBytes(): number {
+    return this.#unsentBytes + this.#batch.byteLength;
+  }
+
+  pushFramed(bytes: Uint8Array): void {
+    if (this.state === "closed") return;
+    this.#batch.pushFramed(bytes);
+    this.#broker.dirty.add(this);
+  }
+
+  fail(code: "REPLICA_TOO_SLOW", message: string): void {
+    this.#fail(null, new KittenError(code, message));
+  }
+
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
   announceRole(): void {
     if (this.state !== "open") return;
     this.#push([OP.ROLE, { role: this.#broker.role, epoch: this.#broker.epoch, fenced: this.#broker.fencedBy !== null }]);
+  }
+
+  /**
+   * Tells this client the broker is stopping (soft-stop): an ERROR STOPPING that answers no
+   * request. Sends are refused with STOPPING from now on, and the client keeps them.
+   */
+  announceStopping(): void {
+    if (this.state !== "open") return;
+    this.#push([OP.ERROR, null, "STOPPING", "The broker is stopping: it takes no new sends and closes once deliveries in flight are done"]);
   }
 
   /** Fills every handler's free prefetch slots (the broker just became master). */
@@ -394,7 +525,9 @@ export class Session implements DeliverySink {
       );
       this.#broker.dirty.add(this);
     }
-    this.#broker.stats.counters.sent++;
+    const stats = this.#broker.stats;
+    stats.counters.sent++;
+    if (copy.deliveries === 1 && stats.deliverSampler.hit()) stats.sendDeliver.observe((this.#broker.now() - message.created) / 1000);
   }
 
   #confirm(ref: number): void {
@@ -419,6 +552,9 @@ export class Session implements DeliverySink {
     if (isFatal(code)) {
       this.#broker.log.warn("socket", `client=${this.clientId || "?"};remote=${this.#connection.remoteAddress};code=${code};closing`);
       this.flush();
+      // Nothing more is read: what the peer still sends (the rest of an oversized frame) would
+      // only be copied into chunks to be dropped.
+      this.#connection.pause?.();
       this.#connection.end();
       this.closed();
     }
@@ -454,6 +590,8 @@ export class Session implements DeliverySink {
       }
       this.#unsent.shift();
     }
+    if (this.#replicating) this.#broker.cluster.replication.drained(this);
+    if (this.#slowTimer !== null && this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes) this.#resumeReading();
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -470,18 +608,67 @@ export class Session implements DeliverySink {
     }
     this.#unsent.push(bytes.slice());
     this.#unsentBytes += bytes.length;
+    // A peer broker's replication stream has its own window and its own REPLICA_TOO_SLOW: its
+    // acks must keep being read while a snapshot goes out.
+    if (this.#slowTimer === null && !this.isPeer && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) {
+      this.#stopReading();
+    }
   }
+
+  /** True while the socket is not read because the client does not read what it gets. */
+  get readPaused(): boolean {
+    return this.#slowTimer !== null;
+  }
+
+  #stopReading(): void {
+    const { slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#connection.pause?.();
+    this.#slowTimer = setTimeout(this.#slowConsumer, slowConsumerGraceMs);
+  }
+
+  #resumeReading(): void {
+    clearTimeout(this.#slowTimer!);
+    this.#slowTimer = null;
+    this.#connection.resume?.();
+  }
+
+  /**
+   * Closes a connection that did not read for `slowConsumerGraceMs`. It is reset, not ended: an
+   * orderly close would wait behind the bytes it does not read, holding them in the kernel. No
+   * ERROR frame: it would queue behind those same bytes (logged with its code instead).
+   */
+  readonly #slowConsumer = (): void => {
+    this.#slowTimer = null;
+    if (this.state === "closed") return;
+    const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
+    this.#broker.log.warn(
+      "socket",
+      `client=${this.clientId};remote=${this.#connection.remoteAddress};code=SLOW_CONSUMER;` +
+        `${this.#unsentBytes} bytes unsent for more than slowConsumerGraceMs ${slowConsumerGraceMs} ms ` +
+        `(maxOutgoingBytes ${maxOutgoingBytes});closing`,
+    );
+    this.#unsent = [];
+    this.#unsentBytes = 0;
+    this.#batch.clear();
+    if (this.#connection.terminate) this.#connection.terminate();
+    else this.#connection.end();
+    this.closed();
+  };
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
   closed(): void {
     if (this.state === "closed") return;
     const wasOpen = this.state === "open";
     this.state = "closed";
+    this.#releaseHandshakeBytes();
+    if (this.#slowTimer !== null) clearTimeout(this.#slowTimer);
+    this.#slowTimer = null;
     for (const registration of this.#registrations.values()) {
       if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
       this.#release(registration, [...registration.claims]);
     }
     this.#registrations.clear();
+    if (this.#replicating) this.#broker.cluster.replication.detach(this);
     this.#broker.sessions.delete(this);
     this.#broker.dirty.delete(this);
     if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);

@@ -6,7 +6,7 @@
 import type { Socket, TCPSocketListener } from "bun";
 import { encode, type ErrorCode, FrameBatch, OP } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
-import { type Connection, Session } from "./session.ts";
+import { type Connection, type HandshakeBudget, Session } from "./session.ts";
 
 interface SocketData {
   session: Session;
@@ -20,6 +20,7 @@ const REFUSAL_LINGER_MS = 1000;
 
 export function listen(broker: Broker): TCPSocketListener<SocketData> {
   const { host, port, tls } = broker.config.socketServer;
+  const handshakeBudget: HandshakeBudget = { held: 0 };
   /** Socket callbacks never throw into Bun: a bug is logged, and the broker keeps serving the others. */
   const guarded = (socket: Socket<SocketData>, what: string, work: () => void): void => {
     try {
@@ -35,7 +36,7 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
     socket: {
       open(socket) {
         const limits = broker.config.socketServer;
-        const session = new Session(broker, connectionOf(socket));
+        const session = new Session(broker, connectionOf(socket), handshakeBudget);
         socket.data = { session, handshake: null, refused: false };
         if (broker.sessions.size >= limits.maxConnections) {
           broker.log.warn("socket", `remote=${socket.remoteAddress};maxConnections ${limits.maxConnections} reached;refused`);
@@ -85,6 +86,9 @@ function connectionOf(socket: Socket<SocketData>): Connection {
   return {
     write: (bytes) => socket.write(bytes),
     end: () => socket.end(),
+    pause: () => socket.pause(),
+    resume: () => socket.resume(),
+    terminate: () => socket.terminate(),
     get remoteAddress() {
       return socket.remoteAddress;
     },

@@ -212,7 +212,8 @@ describe("admin app", () => {
 
   it("POST /reload applies a good file and answers with the new config", async () => {
     const f = open();
-    writeConfig(f, { socketServer: { port: 0 }, httpServerPort: 0, durability: "memory", maxItemsInQueue: 7 });
+    const { dataDirectory, registeredClientsPath } = f.server.broker.config; // a new dataDirectory needs a restart
+    writeConfig(f, { socketServer: { port: 0 }, httpServerPort: 0, durability: "memory", dataDirectory, registeredClientsPath, maxItemsInQueue: 7 });
     const { status, body } = await f.request("/reload", { method: "POST" });
     expect(status).toBe(200);
     expect(body).toMatchObject({ reloaded: true, configPath: f.configPath, config: { maxItemsInQueue: 7 } });

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { Client } from "../../mod.ts";
 import { type AdminServer, startAdmin } from "../../src/admin/mod.ts";
 import { type BrokerServer, memoryLogger, parseConfig, startBroker } from "../../src/server/mod.ts";
+import { waitFor } from "../helpers/broker.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import type { Browser } from "playwright-core";
 
@@ -116,6 +117,57 @@ describe("dashboard", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it.skipIf(!HAS_CHROMIUM)("dashboard: charts are full at first paint from the broker's history; a queue's page charts it and publishes", async () => {
+    const { server, admin } = startServed();
+    const mq = new Client();
+    cleanups.push(() => mq.disconnect());
+    await mq.connect({ hosts: [`127.0.0.1:${server.port}@broker-1`], clientId: "history-test", keysDirectory: testKeysDirectory });
+    for (let i = 0; i < 20; i++) await mq.send("audit/v1/1", { event: i });
+    // Three seconds of history before the page exists: a page that kept its own history would draw one point.
+    await waitFor(() => server.broker.stats.history.broker.size >= 3, 10_000, "three history points");
+    const page = await (await launch()).newPage({ viewport: { width: 1360, height: 1100 } });
+    const problems: string[] = [];
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await page.goto(admin.url);
+    await page.waitForSelector("#live.on");
+    const line = async (selector: string) => {
+      const points = (await page.getAttribute(selector, "points")) ?? "";
+      const ys = points.split(" ").filter(Boolean).map((p) => Number(p.split(",")[1]));
+      return { count: ys.length, flat: Math.min(...ys) === Math.max(...ys), lowest: Math.max(...ys), highest: Math.min(...ys) };
+    };
+    const received = await line(`#chart polyline[data-series="received"]`);
+    expect(received.count).toBeGreaterThanOrEqual(3);
+    expect(received.flat).toBe(false); // the 20 messages of the first second are drawn
+    expect(await page.getAttribute(`#chart polyline[data-series="sent"]`, "stroke-dasharray")).not.toBe(
+      await page.getAttribute(`#chart polyline[data-series="acked"]`, "stroke-dasharray"),
+    );
+
+    await page.locator(`tr[data-queue="audit/v1"]`).click();
+    await page.waitForFunction(
+      () => ((globalThis as any).document.querySelector(`#queue-chart polyline[data-series="received"]`)?.getAttribute("points") ?? "").split(" ").length >= 3,
+      undefined,
+      { timeout: 10_000 },
+    );
+    const queueReceived = await line(`#queue-chart polyline[data-series="received"]`);
+    expect(queueReceived.flat).toBe(false);
+    // 20 waiting from the first point on: the backlog line runs above the zero line, not on it.
+    expect((await line(`#queue-chart polyline[data-series="backlog"]`)).lowest).toBeLessThan(queueReceived.lowest);
+
+    await page.fill("#publish-body", "{not json");
+    await page.click("#publish");
+    expect(await page.textContent("#publish-result")).toStartWith("The body is not JSON");
+    await page.fill("#publish-id", "7");
+    await page.fill("#publish-body", `{"from": "the form"}`);
+    await page.click("#publish");
+    await page.locator("#publish-result").filter({ hasText: /^Published admin-/ }).waitFor({ timeout: 10_000 });
+    expect(await page.textContent("#publish-result")).toContain("to audit/v1/7");
+    expect(server.broker.queues.get("audit/v1")!.counters.received).toBe(21);
+    mkdirSync(".test-output", { recursive: true });
+    await page.screenshot({ path: ".test-output/dashboard-queue.png", fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
+  }, 60_000);
+
   it.skipIf(!HAS_CHROMIUM)("dashboard: asks for the admin token, then goes live with it", async () => {
     const { admin } = startServed({ admin: { token: "dash-token" } });
     const page = await (await launch()).newPage();
@@ -127,4 +179,23 @@ describe("dashboard", () => {
     expect(await page.textContent("#config")).toContain('"token": "(redacted)"');
     await page.close();
   }, 30_000);
+  it.skipIf(!HAS_CHROMIUM)("dashboard: a master's cluster badge shows its in-sync set, and turns red with fewer brokers in sync than minInSyncReplicas", async () => {
+    // The peer it names is not running: the master is alone in sync, below the 2 it asks for.
+    const { admin } = startServed({ serviceId: "b0", cluster: { peers: ["127.0.0.1:1@b1"], minInSyncReplicas: 2 } });
+    const page = await (await launch()).newPage();
+    await page.goto(admin.url);
+    await page.waitForSelector("#live.on");
+    await page.waitForSelector("#cluster:not([hidden])");
+    expect(await page.textContent("#cluster")).toBe("in sync 1 (min 2) · epoch 0");
+    expect(await page.getAttribute("#cluster", "class")).toBe("badge stopping");
+    expect(await page.getAttribute("#cluster", "title")).toBe("manual failover");
+  }, 60_000);
+
+  it.skipIf(!HAS_CHROMIUM)("dashboard: a lone broker shows no cluster badge", async () => {
+    const { admin } = startServed();
+    const page = await (await launch()).newPage();
+    await page.goto(admin.url);
+    await page.waitForSelector("#live.on");
+    expect(await page.isHidden("#cluster")).toBe(true);
+  }, 60_000);
 });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
+import { waitFor } from "../helpers/broker.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
 import { type BrokerProcess, baseConfig, cli, startBrokerProcess } from "./_broker.ts";
@@ -58,6 +59,43 @@ describe("kitten-mq CLI", () => {
     const json = JSON.parse((await run("list", "-q", "orders/v1", "-m", "-i", "1", "--json")).stdout);
     expect(json.ids).toEqual([{ id: "1", ready: 0, inflight: 0, delayed: 0, waiting: 1 }]);
     expect(json.messages.messages.map((m: { destination: string }) => m.destination)).toEqual(["1"]);
+  });
+
+  it("kitten-mq peek -q shows messages without taking them; -i counts that id's messages only", async () => {
+    for (let i = 0; i < 3; i++) await mq.send(`peek/v1/${i % 2}`, { peek: i });
+    const all = await run("peek", "-q", "peek/v1");
+    expect(all.code).toBe(0);
+    expect(all.stdout).toStartWith("messages 1-3 of 3\nMESSAGE ID");
+    expect(all.stdout).toContain(`{"peek":2}`);
+    const one = await run("peek", "-q", "peek/v1", "-i", "0");
+    expect(one.stdout).toStartWith("messages 1-2 of 2 for id 0\n");
+    expect((await run("list", "-q", "peek/v1", "-i", "1", "-m")).stdout).toContain("messages 1-1 of 1 for id 1");
+    const json = JSON.parse((await run("peek", "-q", "peek/v1", "--json", "--limit", "1")).stdout);
+    expect(json).toMatchObject({ total: 3, limit: 1, offset: 0 });
+    expect(json.messages).toHaveLength(1);
+    // Peeking took nothing: the three are still there, none delivered.
+    expect((await run("peek", "-q", "peek/v1")).stdout).toStartWith("messages 1-3 of 3");
+    expect((await run("peek")).code).toBe(2);
+  });
+
+  it("kitten-mq publish CHANNEL JSON sends through the admin API; a consumer receives it", async () => {
+    const received: unknown[] = [];
+    mq.consume("cli-published/v1/*", (_error: unknown, message: unknown, done: () => void) => {
+      received.push(message);
+      done();
+    });
+    const sent = await run("publish", "cli-published/v1/7", `{"from": "cli", "n": 1}`);
+    expect(sent.code).toBe(0);
+    expect(sent.stdout).toMatch(/^kitten-mq: published admin-[0-9a-f-]+ to cli-published\/v1\/7\n$/);
+    await waitFor(() => received.length === 1, 5000, "the published message delivered");
+    expect(received[0]).toEqual({ from: "cli", n: 1 });
+    const json = JSON.parse((await run("publish", "cli-published/v1/8", "2", "--json")).stdout);
+    expect(json).toMatchObject({ channel: "cli-published/v1/8", queue: "cli-published/v1" });
+    const bad = await run("publish", "nochannel", "1");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toStartWith("kitten-mq: BAD_CHANNEL: ");
+    const badJson = JSON.parse((await run("publish", "nochannel", "1", "--json")).stdout);
+    expect(badJson.code).toBe("BAD_CHANNEL");
   });
 
   it("kitten-mq list reports an unknown queue, a bad name and a bad limit with exit code 1", async () => {

@@ -485,7 +485,7 @@ it("durability: a message that dies while the store fails is not lost (dead lett
 
 // ── soft-stop ──────────────────────────────────────────────────────────────────────────────────
 
-it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight delivery, exits 0, loses nothing", async () => {
+it("durability: SIGUSR1 refuses sends (the client keeps them) and connections, waits for the in-flight delivery, exits 0, loses nothing", async () => {
   const dir = temps.make();
   const child = await spawnBroker(writeBrokerConfig(dir, {}));
   children.push(child);
@@ -499,8 +499,9 @@ it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight d
 
   child.proc.kill("SIGUSR1");
   await waitFor(() => child.output().includes("soft stop"), 2000);
-  const refused = await rejection(sender.send("jobs/v1/2", { n: 99 }));
-  expect(refused.code).toBe("STOPPING");
+  // Refused with STOPPING by the broker, kept by the client for the next broker it reaches.
+  const kept = sender.send("jobs/v1/2", { n: 99 }).then(() => "confirmed", (error) => error.code);
+  expect(await Promise.race([kept, sleep(200).then(() => "pending")])).toBe("pending");
 
   // A new client is not let in (it keeps retrying).
   const late = new Client();
@@ -520,6 +521,7 @@ it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight d
   expect(await Promise.race([child.exited, sleep(3000).then(() => "timeout")])).toBe(0);
   expect(performance.now() - acked).toBeLessThan(1500);
   await sender.disconnect();
+  expect(await kept).toBe("CLOSED"); // disconnected before any broker took it
   await consumer.disconnect();
   await late.disconnect();
 
@@ -529,7 +531,7 @@ it("durability: SIGUSR1 refuses sends and connections, waits for the in-flight d
   await reader.consume("jobs/v1/*", recorder(got)).ready;
   await waitFor(() => got.length >= 4);
   await sleep(50);
-  expect(numbers(got)).toEqual([1, 2, 3, 4]); // 0 was acked, 99 refused
+  expect(numbers(got)).toEqual([1, 2, 3, 4]); // 0 was acked, 99 never stored
 });
 
 it("durability: soft-stop past its grace stops anyway, and the unacked delivery survives", async () => {

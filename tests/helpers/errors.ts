@@ -11,3 +11,14 @@ export function thrown(fn: () => unknown): KittenError {
   }
   throw new Error("expected a KittenError, got none");
 }
+
+/** Awaits `fn()`, which must reject with a KittenError, and returns it. */
+export async function thrownAsync(fn: () => Promise<unknown>): Promise<KittenError> {
+  try {
+    await fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(KittenError);
+    return error as KittenError;
+  }
+  throw new Error("expected a KittenError, got none");
+}

@@ -61,7 +61,9 @@ describe("parseConfig()", () => {
       maxFrameSize: 1048576,
       maxConnections: 10000,
       handshakeTimeoutMs: 5000,
+      maxUnauthenticatedBytes: 8388608,
       maxOutgoingBytes: 4194304,
+      slowConsumerGraceMs: 10000,
       tls: null,
       logs: "packets",
       packetsFilename: "broker.log",
@@ -367,7 +369,7 @@ describe("loadConfigFile()", () => {
       const path = join(dir, "bad.json");
       await writeFile(path, `{"serviceId": "a",}`);
       const error = await configErrorAsync(loadConfigFile(path));
-      expect(error.message).toStartWith(`Cannot load config "${path}": 1 problem: (file): not valid JSON: `);
+      expect(error.message).toStartWith(`Cannot load config "${path}": 1 problem: (file): not valid JSON at line 1, column 19 (found "}"): `);
       expect(error.cause).toBeInstanceOf(SyntaxError);
       expect(error.message).toContain((error.cause as SyntaxError).message);
     });

@@ -52,10 +52,12 @@ describe("ship: install.sh --prefix", () => {
     expect(statSync(at(APP)).isDirectory()).toBe(true);
     expect(mode(at(`${APP}/kitten-mq`))).toBe(0o755);
     expect(sha256(at(`${APP}/kitten-mq`))).toBe(sha256(bin));
-    for (const folder of ["kitten-mq-data", "clients", "keys", "logs"]) {
+    for (const folder of ["kitten-mq-data", "clients", "keys"]) {
       expect(statSync(at(`${APP}/${folder}`)).isDirectory()).toBe(true);
       expect(mode(at(`${APP}/${folder}`))).toBe(0o750);
     }
+    // logsDirectory is accepted for compatibility only: logs go to journald, no folder is made.
+    expect(existsSync(at(`${APP}/logs`))).toBe(false);
 
     // The config is init-conf's: valid JSON, documented, the defaults.
     const configPath = at(`${APP}/kitten-mq.config.json`);

@@ -10,13 +10,13 @@ import { CliError, findAdmin, queuePath } from "../api.ts";
 import { json } from "../format.ts";
 
 export async function run(args: CliArgs): Promise<number> {
-  if (args.queue === undefined) throw new CliError("delete needs -q QUEUE (endpoint/version)");
+  if (args.queue === undefined) throw new CliError("USAGE", "delete needs -q QUEUE (endpoint/version)");
   const path = queuePath(args.queue);
   const what = `queue "${args.queue}"${args.id === undefined ? "" : ` id "${args.id}"`}`;
   const admin = await findAdmin(args.config);
   await admin.request("GET", path); // an unknown queue is reported before the question is asked
   if (!args.yes) {
-    if (!process.stdin.isTTY) throw new CliError(`refusing to purge ${what} without --yes: stdin is not a terminal`);
+    if (!process.stdin.isTTY) throw new CliError("NOT_ALLOWED", `refusing to purge ${what} without --yes: stdin is not a terminal`);
     if (!await confirm(`Purge ${what}? Ready, delayed and waiting messages are removed (y/N): `)) {
       console.log("kitten-mq: nothing purged");
       return 1;

@@ -14,12 +14,15 @@ export const DEFAULT_CONFIG_FILE = "kitten-mq.config.json";
 const COMMENT = [
   "Kitten-MQ broker configuration. Every key is optional (this file lists the defaults); unknown keys are refused.",
   "Relative paths are resolved from this file's folder. Apply changes with `kitten-mq reload -c FILE` (or SIGUSR2);",
-  "socketServer.port/host/tls and the admin section are read at start only.",
+  "socketServer.port/host/tls/maxFrameSize, httpServerPort, the admin section's host/tls/idleTimeoutSeconds, dataDirectory",
+  "  and commitIntervalMs are read at start only: a reload that changes one is refused (nothing applied).",
   "serviceId: this broker's id; clients write it after '@' in their host string (the audience of their tokens).",
   "isMaster: only the master delivers; slaves keep copies and take over after `isMaster: true` + reload.",
   "socketServer: the client port. host 127.0.0.1 keeps it local: set 0.0.0.0 to expose it. token: shared secret",
   "  clients add as '#token' to their host string (null: none). tls: {cert, key} PEM files. maxFrameSize (bytes),",
-  "  maxConnections, handshakeTimeoutMs, maxOutgoingBytes (a slow reader's unsent bytes before its deliveries pause).",
+  "  maxConnections, handshakeTimeoutMs, maxUnauthenticatedBytes (partial handshake frames of all connections not yet",
+  "  welcomed), maxOutgoingBytes (unsent bytes per connection: past it deliveries pause and it is not read),",
+  "  slowConsumerGraceMs (how long it may stay past maxOutgoingBytes before it is closed with SLOW_CONSUMER).",
   "  logs, packetsFilename: the original's packet store, unused (kept so old files load).",
   "maxItemsInQueue: messages waiting for a recipient per queue; the oldest is dropped first beyond it. null: 1000 for",
   "  a memory queue, no bound for a durable one (its messages wait on disk; minFreeDiskBytes bounds them).",
@@ -32,7 +35,9 @@ const COMMENT = [
   "  back in order ahead of need (channels[q].memoryBudgetBytes overrides it).",
   "minFreeDiskBytes: sends to durable queues are refused with DISK_FULL while the data directory's disk has less free.",
   "logLevel: 1 debug, 2 info, 3 warn, 4 error. logsDirectory: where logs go.",
-  "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: broker keys.",
+  "logLevel: 1 debug, 2 info, 3 warn, 4 error. Logs go to stdout/stderr (journalctl -u kitten-mq); logsDirectory is unused.",
+  "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: the",
+  "  broker's own key pair, with which it authenticates to its peers (created on first use).",
   "dataDirectory: the durable store, and admin.json (where `kitten-mq status` & co find the admin API).",
   "durability: 'fsync' (a confirmed send is on disk), 'batch' (committed every commitIntervalMs ms, confirmed",
   "  before) or 'memory' (no store); channels[q].durability overrides it per queue.",
@@ -46,6 +51,10 @@ const COMMENT = [
   "channels: per-queue overrides, { 'endpoint/version': { prefetch, listenerPrefetch, ttl (seconds a waiting message",
   "  lives), maxItemsInQueue, memoryBudgetBytes, requeueLimit, requeueInterval, durability, deadLetter: 'endpoint/version',",
   "  map: {message format} } }.",
+  "cluster: several brokers. peers: the other brokers as 'host:port@serviceId'; a slave catches up from the master",
+  "  over them. minInSyncReplicas: brokers (master included) holding a message before it is confirmed (2 with three",
+  "  brokers: nothing confirmed is lost when the master dies). maxLagMs: an in-sync slave silent this long drops out.",
+  "  etcd: null (promotion by isMaster + reload) or { endpoints: ['http://host:2379'], leaseTtlSeconds: 3 }: automatic failover.",
 ];
 
 export async function run(args: CliArgs): Promise<number> {
@@ -55,9 +64,10 @@ export async function run(args: CliArgs): Promise<number> {
     await writeFile(path, text, { flag: args.force ? "w" : "wx", mode: 0o600 });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EEXIST") throw new CliError(`"${path}" exists: pass --force to overwrite it`);
-    throw new CliError(`cannot write "${path}": ${(error as Error).message}`);
+    if (code === "EEXIST") throw new CliError("BAD_REQUEST", `"${path}" exists: pass --force to overwrite it`);
+    throw new CliError("BAD_REQUEST", `cannot write "${path}": ${(error as Error).message}`);
   }
-  console.log(`kitten-mq: wrote ${path}; start with: kitten-mq start --config ${path}`);
+  if (args.json) console.log(JSON.stringify({ path, written: true, start: `kitten-mq start --config ${path}` }, null, 2));
+  else console.log(`kitten-mq: wrote ${path}; start with: kitten-mq start --config ${path}`);
   return 0;
 }

@@ -22,5 +22,5 @@ export async function run(args: CliArgs): Promise<number> {
     console.log(args.json ? json(result) : `kitten-mq: key of "${clientId}" un-pinned; its next connection pins a new one`);
     return 0;
   }
-  throw new CliError(`usage: kitten-mq keys list | kitten-mq keys revoke CLIENT_ID`);
+  throw new CliError("USAGE", `usage: kitten-mq keys list | kitten-mq keys revoke CLIENT_ID`);
 }

@@ -1,11 +1,12 @@
 /**
  * `kitten-mq list [-q QUEUE] [-i ID] [-m] [--limit N] [--offset N]`: every queue with its
  * depths and counters; with `-q`, one queue's ids, consumers and listeners; with `-m`, its
- * messages (a page, `--limit` 50 by default). `-i` keeps one destination id.
+ * messages (a page, `--limit` 50 by default, as `peek`). `-i` keeps one destination id.
  */
 import type { CliArgs } from "../args.ts";
 import { type Admin, CliError, findAdmin, queuePath } from "../api.ts";
 import { json, table } from "../format.ts";
+import { fetchPage, formatPage } from "./peek.ts";
 
 type Depth = { ready: number; inflight: number; delayed: number; waiting: number };
 type Counters = Record<"received" | "delivered" | "acked" | "timeout" | "dropped" | "expired" | "dead", number>;
@@ -16,8 +17,6 @@ interface QueueDetail extends Omit<QueueSummary, "consumers" | "listeners"> {
   consumers: Handler[];
   listeners: Handler[];
 }
-interface Page { total: number; offset: number; messages: Message[] }
-interface Message { messageId: string; destination: string; state: string; deliveries: number; created: number; size: number; preview: string }
 
 export async function run(args: CliArgs): Promise<number> {
   const admin = await findAdmin(args.config);
@@ -26,12 +25,7 @@ export async function run(args: CliArgs): Promise<number> {
   const detail = await admin.request<QueueDetail>("GET", path);
   const keep = <T extends { id?: string; destination?: string }>(rows: T[]) =>
     args.id === undefined ? rows : rows.filter((row) => (row.id ?? row.destination) === args.id);
-  let page: Page | null = null;
-  if (args.messages) {
-    const query = new URLSearchParams({ limit: args.limit ?? "50", offset: args.offset ?? "0" });
-    const fetched = await admin.request<Page>("GET", `${path}/messages?${query}`);
-    page = { ...fetched, messages: keep(fetched.messages) };
-  }
+  const page = args.messages ? await fetchPage(admin, args.queue, args) : null;
   if (args.json) {
     console.log(json({ ...detail, ids: keep(detail.ids), ...(page ? { messages: page } : {}) }));
     return 0;
@@ -48,20 +42,12 @@ export async function run(args: CliArgs): Promise<number> {
     ["client", "kind", "ids", "prefetch", "in flight"],
     handlers.map((h) => [h.clientId, h.kind === "consume" ? "consumer" : "listener", h.ids.join(","), h.prefetch, h.inflight]),
   )));
-  if (page) {
-    console.log(`\nmessages ${page.total === 0 ? "" : `${page.offset + 1}-${page.offset + page.messages.length} `}of ${page.total}`);
-    if (page.messages.length > 0) {
-      console.log(table(
-        ["message id", "id", "state", "deliveries", "created", "bytes", "body"],
-        page.messages.map((m) => [m.messageId, m.destination, m.state, m.deliveries, new Date(m.created).toISOString(), m.size, m.preview]),
-      ));
-    }
-  }
+  if (page) console.log("\n" + formatPage(page, args.id));
   return 0;
 }
 
 async function listQueues(admin: Admin, args: CliArgs): Promise<number> {
-  if (args.messages || args.id !== undefined) throw new CliError("-m and -i need -q QUEUE (endpoint/version)");
+  if (args.messages || args.id !== undefined) throw new CliError("USAGE", "-m and -i need -q QUEUE (endpoint/version)");
   const { queues } = await admin.request<{ queues: QueueSummary[] }>("GET", "/queues");
   if (args.json) {
     console.log(json({ queues }));

@@ -18,7 +18,7 @@ export async function run(args: CliArgs, route: "/soft-stop" | "/stop" = "/soft-
     console.log(`kitten-mq: ${route.slice(1)} requested; in-flight deliveries get up to ${reply.graceMs / 1000} s`);
   }
   const gone = await admin.waitGone(reply.graceMs + MARGIN_MS);
-  if (!gone) throw new CliError(`the broker on ${admin.url} still answers ${(reply.graceMs + MARGIN_MS) / 1000} s later`);
+  if (!gone) throw new CliError("STOPPING", `the broker on ${admin.url} still answers ${(reply.graceMs + MARGIN_MS) / 1000} s later`);
   console.log(args.json ? json({ ...reply, stopped: true }) : "kitten-mq: broker stopped");
   return 0;
 }

@@ -2,6 +2,7 @@
 import type { CliArgs } from "../args.ts";
 import { findAdmin } from "../api.ts";
 import { count, duration, json, perSecond } from "../format.ts";
+import type { ClusterStatus } from "../../server/mod.ts";
 
 interface Status {
   version: string;
@@ -16,6 +17,27 @@ interface Status {
   messages: { ready: number; inflight: number; delayed: number; waiting: number };
   counters: { sent: number; received: number; acked: number };
   rates: { sent: number; received: number; acked: number };
+  cluster: ClusterStatus;
+}
+
+/** One line per replica (on a master) or the link to the master (on a slave). */
+function clusterLines(cluster: ClusterStatus): string[] {
+  if (cluster.mode === "single") return [];
+  const lines = [
+    `cluster   ${cluster.mode}  epoch ${cluster.epoch}  minInSyncReplicas ${cluster.minInSyncReplicas}` +
+    (cluster.role === "master" ? `  in sync: ${cluster.inSync.join(", ")}` : "") +
+    (cluster.fencedBy ? `  FENCED by ${cluster.fencedBy.master} (epoch ${cluster.fencedBy.epoch})` : ""),
+  ];
+  for (const r of cluster.replicas) {
+    const snapshot = r.snapshotLeft > 0 ? `  snapshot left ${count(r.snapshotLeft)}` : "";
+    lines.push(`  replica ${r.peer}  ${r.state}  lag ${count(r.lagEntries)} entries / ${r.lagMs} ms${snapshot}`);
+  }
+  const up = cluster.upstream;
+  if (up) {
+    const snapshot = up.state === "catching-up" ? `  snapshot ${count(up.snapshotReceived)} of ${up.snapshotTotal ?? "?"}` : "";
+    lines.push(`  master ${up.master ?? "(not reached)"}  ${up.state}${snapshot}  not stored yet ${count(up.pending)}`);
+  }
+  return lines;
 }
 
 export async function run(args: CliArgs): Promise<number> {
@@ -34,6 +56,7 @@ export async function run(args: CliArgs): Promise<number> {
     `received  ${perSecond(r.received)}  (${count(c.received)} total)`,
     `sent      ${perSecond(r.sent)}  (${count(c.sent)} total)`,
     `acked     ${perSecond(r.acked)}  (${count(c.acked)} total)`,
+    ...clusterLines(s.cluster),
   ].join("\n"));
   return 0;
 }

@@ -122,6 +122,13 @@ export const SQL = {
   addUsage:
     "INSERT INTO queue_usage (queue, messages, bytes) VALUES (?, ?, ?) ON CONFLICT (queue) DO UPDATE SET messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
+  /**
+   * Messages by id: a slave asks whether it holds a message its master streams (paged ones are
+   * on disk only). Created at open when missing, so stores of every version get it.
+   */
+  indexById: "CREATE INDEX IF NOT EXISTS messages_by_id ON messages (id)",
+  /** Parameter: message id. */
+  holds: "SELECT 1 FROM messages WHERE id = ? LIMIT 1",
   getMeta: "SELECT value FROM meta WHERE key = ?",
   setMeta: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
 } as const;

@@ -6,8 +6,8 @@
  * turn writes everything gathered since the last one, so one fsync serves every message that
  * arrived meanwhile. bun:sqlite is synchronous, so a commit blocks the loop for its duration, once
  * per batch and not per message: about 1.2 µs per row plus about 1 ms for COMMIT (WAL write and
- * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every ~4 MB) adds 10–20 ms to one commit
- * (scripts/store_probe.ts).
+ * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every 1 MiB of WAL, which is then cut
+ * back to 1 MiB) adds a few ms to one commit (scripts/store_probe.ts).
  *
  * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
@@ -30,7 +30,10 @@
  * is confirmed) and later appends are still attempted, so the first commit that succeeds again
  * restores health. In batch mode the already confirmed batch stays pending and is retried every
  * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
- * removes and delivery counts are kept and retried in both modes.
+ * removes and delivery counts are kept and retried in both modes. A disk-full failure also
+ * checkpoints and truncates the WAL (at most once a second), so the WAL does not take back the
+ * space an operator frees. A disk already full at open does not stop the store from opening: it
+ * starts unhealthy, serves what it holds, and refuses new sends until a write succeeds.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
@@ -62,6 +65,8 @@ export interface SqliteStoreOptions {
   deliveryCountDelayMs?: number;
   /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
   beforeCommit?: () => void;
+  /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
+  onCommit?: (elapsedMs: number) => void;
 }
 
 /** Counters for statistics, the probe script and tests. */
@@ -112,6 +117,13 @@ export const MAX_DELETES_PER_COMMIT = 10_000;
  */
 export const DELIVERY_COUNT_DELAY_MS = 100;
 
+/** WAL pages (4 KiB) between automatic checkpoints: 1 MiB. */
+export const WAL_CHECKPOINT_PAGES = 256;
+/** The WAL file is cut back to this size (bytes) when a checkpoint resets it. */
+export const WAL_SIZE_LIMIT = 1024 * 1024;
+/** After a disk-full failure, how often a checkpoint may try to give WAL space back. */
+const RECLAIM_INTERVAL_MS = 1000;
+
 export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
@@ -135,6 +147,7 @@ export class SqliteStore implements PagingStore {
   readonly #retryIntervalMs: number;
   readonly #beforeCommit: (() => void) | undefined;
   readonly #countDelayMs: number;
+  readonly #onCommit: ((elapsedMs: number) => void) | undefined;
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
   readonly #rollback: Statement<unknown, []>;
@@ -143,6 +156,9 @@ export class SqliteStore implements PagingStore {
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
+  readonly #holds: Statement<unknown, [id: string]>;
+  /** The index by id exists (its creation at open fails on a full disk: lookups then answer false). */
+  #indexedById = false;
   #nextSeq: number;
   /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
   readonly #unconfirmed = new Set<number>();
@@ -151,6 +167,11 @@ export class SqliteStore implements PagingStore {
   /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
   #removes: number[] = [];
   #removed: StoredMessage[] = [];
+  /**
+   * Ids of rows whose delete is not committed yet, by count; kept only once `holds()` was asked
+   * (a slave), so that a master's acks pay nothing for it.
+   */
+  #removing: Map<string, number> | null = null;
   /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
   #deliveries = new Map<StoredMessage, number>();
   /** Counts noted in the current window (see `deliveryCountDelayMs`), and when it started. */
@@ -168,6 +189,10 @@ export class SqliteStore implements PagingStore {
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
   #closed = false;
+  /** When the WAL was last checkpointed after a disk-full failure (performance.now()). */
+  #reclaimedAt = -Infinity;
+  /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
+  #probedAt = -Infinity;
   /** `synchronous=FULL` is in effect (see #syncOnCommit). */
   #fullSync = true;
 
@@ -180,6 +205,7 @@ export class SqliteStore implements PagingStore {
     this.#retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#beforeCommit = options.beforeCommit;
     this.#countDelayMs = options.deliveryCountDelayMs ?? 0;
+    this.#onCommit = options.onCommit;
     let db: Database | undefined;
     try {
       mkdirSync(this.directory, { recursive: true });
@@ -189,13 +215,28 @@ export class SqliteStore implements PagingStore {
       const journal = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
       if (journal?.journal_mode !== "wal") throw new Error(`WAL mode refused (journal_mode=${journal?.journal_mode})`);
       db.run("PRAGMA synchronous = FULL");
-      db.run("PRAGMA journal_size_limit = 67108864");
+      // The WAL is copied into the database every WAL_CHECKPOINT_PAGES pages and cut back to
+      // WAL_SIZE_LIMIT after it: on a small or nearly full disk, a WAL left to grow would hold
+      // the space that new messages (and the deletes of acks) need.
+      db.run(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+      db.run(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
       const found = migrate(db, { directory: this.directory });
       if (found !== 0 && found < STORE_VERSION) {
         this.#log.info("store", `directory=${this.directory};from=${found};to=${STORE_VERSION};store upgraded`);
       }
-      // A write on every open takes the exclusive lock now, not at the first message.
-      setMeta(db, "opened", Date.now());
+      // A write on every open takes the exclusive lock now, not at the first message. On a full
+      // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
+      // sends are refused until a commit succeeds again.
+      try {
+        db.run(SQL.indexById);
+        this.#indexedById = true;
+        setMeta(db, "opened", Date.now());
+      } catch (error) {
+        if (!isDiskFull(error)) throw error;
+        this.#healthy = false;
+        this.#lastError = describe(error);
+        this.#log.error("store", `directory=${this.directory};disk full at open: messages are served, sends refused until space returns`);
+      }
       this.#nextSeq = db.query<{ seq: number }, []>(SQL.maxSeq).get()!.seq + 1;
     } catch (error) {
       try {
@@ -217,6 +258,7 @@ export class SqliteStore implements PagingStore {
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#rows = new QueueRows(db);
+    this.#holds = db.prepare(SQL.holds);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -238,7 +280,7 @@ export class SqliteStore implements PagingStore {
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
   append(message: StoredMessage, mode: DurableMode = this.mode): void | Promise<void> {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
-    if (mode === "batch" && !this.#healthy) {
+    if (mode === "batch" && !this.#healthy && !this.#probe()) {
       // Batch mode confirms at once: while the disk fails, the only honest answer is no.
       this.stats.refused++;
       throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
@@ -273,6 +315,7 @@ export class SqliteStore implements PagingStore {
     }
     this.#removes.push(seq);
     this.#removed.push(message);
+    if (this.#removing !== null) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
     this.#scheduleTimer(this.#commitIntervalMs);
   }
 
@@ -304,6 +347,20 @@ export class SqliteStore implements PagingStore {
     // Left pending only when the commit just failed (batch mode keeps confirmed appends).
     for (const message of this.#appends.values()) messages.push(message);
     return messages;
+  }
+
+  /**
+   * True when a committed message with this id is stored and not being removed (a slave's check
+   * for paged messages: a row whose delete is pending is as good as gone).
+   */
+  holds(messageId: string): boolean {
+    if (this.#closed || !this.#indexedById) return false;
+    if (this.#removing === null) {
+      this.#removing = new Map();
+      for (const message of this.#removed) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
+    }
+    if (this.#removing.has(messageId)) return false;
+    return this.#holds.get(messageId) !== null;
   }
 
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
@@ -377,6 +434,7 @@ export class SqliteStore implements PagingStore {
     this.#appends.clear();
     this.#removes = [];
     this.#removed = [];
+    this.#removing = null;
     this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
     this.#recentDeliveries.clear();
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
@@ -387,7 +445,7 @@ export class SqliteStore implements PagingStore {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
+      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#holds]) statement.finalize();
       this.#rows.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
@@ -525,6 +583,7 @@ export class SqliteStore implements PagingStore {
     stats.lastCommitMs = elapsed;
     stats.commitMs += elapsed;
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
+    this.#onCommit?.(elapsed);
     if (operations > stats.largestBatch) stats.largestBatch = operations;
     if (deliveries.size > 0) {
       if (!deferred) this.#deliveries = new Map();
@@ -537,6 +596,14 @@ export class SqliteStore implements PagingStore {
     this.#appends = new Map();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
+    if (this.#removing !== null) {
+      for (let i = 0; i < deletes; i++) {
+        const id = this.#removed[i]!.id;
+        const pending = this.#removing.get(id) ?? 1;
+        if (pending <= 1) this.#removing.delete(id);
+        else this.#removing.set(id, pending - 1);
+      }
+    }
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
@@ -565,6 +632,7 @@ export class SqliteStore implements PagingStore {
   #failed(error: unknown, batch: Batch | null): void {
     const failure = this.#unavailable(error);
     this.stats.failedCommits++;
+    if (isDiskFull(error)) this.#reclaim();
     this.#lastError = describe(error);
     if (this.#healthy) {
       this.#healthy = false;
@@ -581,6 +649,49 @@ export class SqliteStore implements PagingStore {
     batch?.reject(failure);
     if (!this.#closed && this.pending > 0) this.#scheduleTimer(this.#retryIntervalMs);
   }
+
+  /**
+   * Unhealthy with nothing pending (the disk was full at open, or every failed append was
+   * rejected): no retry will come, so a batch-mode append tries one small write itself, at most
+   * once per retry interval. True when the store can write again.
+   */
+  #probe(): boolean {
+    const now = performance.now();
+    if (this.pending > 0 || now - this.#probedAt < this.#retryIntervalMs) return false;
+    this.#probedAt = now;
+    try {
+      setMeta(this.#db, "opened", Date.now());
+    } catch (error) {
+      this.#lastError = describe(error);
+      return false;
+    }
+    this.#healthy = true;
+    this.#log.info("store", `directory=${this.directory};store writable again`);
+    return true;
+  }
+
+  /**
+   * The disk is full: copies the WAL into the database and truncates it, which gives back the
+   * space of every superseded page version once the disk has room for the copy. Tried at most
+   * once per RECLAIM_INTERVAL_MS: while the disk stays full each attempt fails quickly.
+   */
+  #reclaim(): void {
+    const now = performance.now();
+    if (now - this.#reclaimedAt < RECLAIM_INTERVAL_MS) return;
+    this.#reclaimedAt = now;
+    try {
+      const result = this.#db.query<{ busy: number; log: number; checkpointed: number }, []>("PRAGMA wal_checkpoint(TRUNCATE)").get();
+      if (result?.busy === 0) this.#log.info("store", `directory=${this.directory};disk full: WAL checkpointed and truncated`);
+    } catch {
+      // Still no room for the copy: the next failed commit tries again.
+    }
+  }
+}
+
+/** SQLITE_FULL: the disk (or the quota) has no room for the write. */
+function isDiskFull(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_FULL");
 }
 
 /** `SQLITE_FULL: database or disk is full` from a SQLiteError, the message of anything else. */

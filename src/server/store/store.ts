@@ -96,6 +96,8 @@ export interface PagingStore extends Store {
   purgeFrom(queue: string, from: number, destination?: string): number;
   /** Every queue with stored messages. */
   usage(): Map<string, QueueUsage>;
+  /** True when a committed message with this id is stored. */
+  holds(messageId: string): boolean;
   /** One queue's share (zeros when it has nothing stored). */
   queueUsage(queue: string): QueueUsage;
   /**

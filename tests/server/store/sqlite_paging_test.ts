@@ -153,3 +153,20 @@ it("close() writes the counts of a window still open", () => {
   expect(reopened.load().map((m) => m.deliveries)).toEqual([3]);
   reopened.close();
 });
+
+it("SqliteStore.holds() answers by id for committed rows, and not for a row whose delete is pending", async () => {
+  const store = open(temps.make());
+  const [kept, dropped] = [storedMessage(1), storedMessage(2)];
+  await Promise.all([store.append(kept), store.append(dropped)]);
+  expect(store.holds(kept.id)).toBe(true);
+  expect(store.holds(dropped.id)).toBe(true);
+  expect(store.holds("never-stored")).toBe(false);
+  // A slave that drops a message and is sent it again must store it again: the pending delete wins.
+  store.remove(dropped);
+  expect(store.holds(dropped.id)).toBe(false);
+  await store.close();
+  const reopened = open(store.directory);
+  expect(reopened.holds(dropped.id)).toBe(false);
+  expect(reopened.holds(kept.id)).toBe(true);
+  reopened.close();
+});

@@ -1,0 +1,117 @@
+/** The CLI's help: the overview (`kitten-mq --help`) and each command's own (`kitten-mq CMD --help`). */
+import { VERSION } from "../version.ts";
+
+export interface CommandHelp {
+  usage: string;
+  summary: string;
+  options?: string[];
+  example: string;
+}
+
+export const COMMAND_HELP: Record<string, CommandHelp> = {
+  start: {
+    usage: "kitten-mq start [-c FILE]",
+    summary: "Runs the broker and its admin API in the foreground. SIGUSR2 reloads the config file, SIGUSR1 soft-stops, SIGTERM/SIGINT stop.",
+    options: ["-c, --config FILE   the broker's config (JSON; kitten-mq init-conf writes one)"],
+    example: "kitten-mq start --config /etc/kitten-mq/kitten-mq.config.json",
+  },
+  status: {
+    usage: "kitten-mq status [-c FILE] [--json]",
+    summary: "Role, uptime, connections, depths and rates of the running broker.",
+    example: "kitten-mq status -c kitten-mq.config.json",
+  },
+  list: {
+    usage: "kitten-mq list [-q QUEUE [-i ID] [-m [--limit N] [--offset N]]] [--json]",
+    summary: "Every queue with its depths and counters; with -q, one queue's ids, consumers and listeners; -m adds its messages (as peek).",
+    options: ["-q, --queue QUEUE   endpoint/version", "-i, --id ID         one destination id", "-m, --messages      a page of messages (--limit 50)"],
+    example: "kitten-mq list -q orders/v1 -i 42 -m",
+  },
+  peek: {
+    usage: "kitten-mq peek -q QUEUE [-i ID] [--limit N] [--offset N] [--json]",
+    summary: "Shows a queue's messages without taking them: nothing is delivered, acked or removed.",
+    options: ["-q, --queue QUEUE   endpoint/version", "-i, --id ID         only the messages of one destination id", "--limit N, --offset N   the page (50 from 0)"],
+    example: "kitten-mq peek -q orders/v1 --limit 10",
+  },
+  publish: {
+    usage: "kitten-mq publish CHANNEL JSON [-c FILE] [--json]",
+    summary: "Sends one message through the admin API, as client \"kitten-mq-admin\": the channel's format and the rules apply.",
+    example: "kitten-mq publish orders/v1/42 '{\"order\": 42, \"total\": 9.5}'",
+  },
+  delete: {
+    usage: "kitten-mq delete -q QUEUE [-i ID] [--yes]",
+    summary: "Purges ready, delayed and waiting messages (asks first; --yes when stdin is not a terminal). In-flight deliveries stay.",
+    options: ["-q, --queue QUEUE   endpoint/version", "-i, --id ID         only one destination id", "-y, --yes           do not ask"],
+    example: "kitten-mq delete -q orders/v1 -i 42 --yes",
+  },
+  reload: {
+    usage: "kitten-mq reload [-c FILE] [--json]",
+    summary: "Makes the broker re-read its config file; a bad file changes nothing and every problem is listed.",
+    example: "kitten-mq reload -c kitten-mq.config.json",
+  },
+  "soft-stop": {
+    usage: "kitten-mq soft-stop [-c FILE] [--json]",
+    summary: "Refuses new work, lets in-flight deliveries finish (up to 30 s), then the broker exits.",
+    example: "kitten-mq soft-stop -c kitten-mq.config.json",
+  },
+  stop: {
+    usage: "kitten-mq stop [-c FILE] [--json]",
+    summary: "The same as soft-stop with a 5 s bound (as SIGTERM).",
+    example: "kitten-mq stop -c kitten-mq.config.json",
+  },
+  keys: {
+    usage: "kitten-mq keys list | kitten-mq keys revoke CLIENT_ID",
+    summary: "Pinned client keys; revoke un-pins one (key rotation: the client's next connection pins its new key).",
+    example: "kitten-mq keys revoke billing-worker",
+  },
+  "init-conf": {
+    usage: "kitten-mq init-conf [PATH] [--force] [--json]",
+    summary: "Writes a config file with every default, documented (kitten-mq.config.json by default); never overwrites without --force.",
+    example: "kitten-mq init-conf /etc/kitten-mq/kitten-mq.config.json",
+  },
+};
+
+export const HELP = `kitten-mq ${VERSION}: easy to learn, secure and fast message broker
+
+Usage:
+  kitten-mq start [-c FILE]                  run the broker (and its admin API) in the foreground
+  kitten-mq status [-c FILE]                 role, uptime, connections, depths, rates
+  kitten-mq list [-q QUEUE [-i ID] [-m]]     queues; one queue's ids, consumers, listeners; -m its messages
+  kitten-mq peek -q QUEUE [-i ID]            a queue's messages, without taking them
+  kitten-mq publish CHANNEL JSON             send one message (endpoint/version/id) through the admin API
+  kitten-mq delete -q QUEUE [-i ID] [--yes]  purge ready, delayed and waiting messages (asks first)
+  kitten-mq reload [-c FILE]                 re-read the config file (a bad file changes nothing)
+  kitten-mq soft-stop [-c FILE]              finish in-flight deliveries (up to 30 s), then exit
+  kitten-mq stop [-c FILE]                   the same with a 5 s bound (as SIGTERM)
+  kitten-mq keys list | keys revoke ID       pinned client keys; revoke un-pins one (key rotation)
+  kitten-mq init-conf [PATH] [--force]       write a documented default config (kitten-mq.config.json)
+  kitten-mq COMMAND --help                   one command's options and an example
+  kitten-mq --version | --help
+
+Options:
+  -c, --config FILE   the broker's config (JSON); the other commands find its admin API through it
+                      (admin.host, httpServerPort, admin.token, <dataDirectory>/admin.json)
+  --json              print JSON (for scripts); errors too, as {"code", "message"}
+  -q, --queue QUEUE   endpoint/version      -i, --id ID (or --channel ID)   a destination id
+  -m, --messages      list the messages     --limit N, --offset N           a page of them (50)
+  -y, --yes           do not ask            -f, --force                      overwrite (init-conf)
+
+Exit codes: 0 done; 1 the command failed (broker not running, refused, not found); 2 bad usage.`;
+
+export function commandHelp(name: string): string {
+  const help = COMMAND_HELP[name]!;
+  const options = [...(help.options ?? []), "-c, --config FILE   the broker's config, to find its admin API", "--json              JSON output; errors as {\"code\", \"message\"}"];
+  const unique = name === "start" ? help.options ?? [] : options;
+  return [
+    `Usage: ${help.usage}`,
+    "",
+    help.summary,
+    "",
+    "Options:",
+    ...unique.map((line) => `  ${line}`),
+    "",
+    "Example:",
+    `  ${help.example}`,
+    "",
+    "Exit codes: 0 done; 1 failed; 2 bad usage. kitten-mq --help lists every command.",
+  ].join("\n");
+}

@@ -1,0 +1,103 @@
+/**
+ * Operations between brokers (peer links). A slave connects to the master like a client, with
+ * `hello.peer` set and its own key pair, then asks for the replication stream with SYNC. The
+ * master answers with a snapshot of every message it holds (APPEND…), a SYNCED marker, then the
+ * live stream: APPEND for each message it accepts and REMOVE for each message settled. The slave
+ * acknowledges with REPL_ACK once everything up to a sequence number is stored per its
+ * durability. IN_SYNC tells the slave whether the master counts it as an in-sync replica.
+ *
+ * Every stream frame carries a sequence number, rising by one per frame on one link.
+ */
+import { KittenError } from "./errors.ts";
+import type { OP } from "./ops.ts";
+
+/** Where a dead-lettered message came from (the same map DELIVER carries). */
+export interface PeerDeadLetter {
+  reason: "requeueLimit" | "overflow" | "ttl";
+  channel: string;
+  messageId: string;
+  deliveries: number;
+}
+
+/** [SYNC, ref, {epoch}]: the slave's highest known epoch. */
+export type SyncOp = [typeof OP.SYNC, number, { epoch: number }];
+/** [APPEND, seq, messageId, queue, destination, body, created, deliveries, deadLetter or null] */
+export type AppendOp = [
+  typeof OP.APPEND,
+  number,
+  string,
+  string,
+  string,
+  Uint8Array,
+  number,
+  number,
+  PeerDeadLetter | null,
+];
+/** [REMOVE, seq, [messageId, …]]: messages whose every copy the master settled. */
+export type RemoveOp = [typeof OP.REMOVE, number, string[]];
+/** [SYNCED, seq, {messages}]: the snapshot is complete (it held `messages` messages). */
+export type SyncedOp = [typeof OP.SYNCED, number, { messages: number }];
+/** [REPL_ACK, seq]: everything up to `seq` is stored on the slave. */
+export type ReplAckOp = [typeof OP.REPL_ACK, number];
+/** [IN_SYNC, {inSync, epoch}]: whether the master counts this slave as an in-sync replica. */
+export type InSyncOp = [typeof OP.IN_SYNC, { inSync: boolean; epoch: number }];
+
+const MAX_REMOVE_LIST = 100_000;
+
+function bad(op: string, detail: string): KittenError {
+  return new KittenError("BAD_REQUEST", `Cannot read ${op}: ${detail}`);
+}
+
+function isUint(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+export function checkSync(v: unknown[]): SyncOp {
+  const info = v[2] as { epoch?: unknown } | undefined;
+  if (!isUint(v[1])) throw bad("sync", "ref must be an unsigned integer");
+  if (typeof info !== "object" || info === null || !isUint(info.epoch)) throw bad("sync", "expected {epoch}");
+  return v as SyncOp;
+}
+
+export function checkAppend(v: unknown[]): AppendOp {
+  if (!isUint(v[1])) throw bad("append", "seq must be an unsigned integer");
+  if (typeof v[2] !== "string" || v[2].length === 0) throw bad("append", "messageId must be a non-empty string");
+  if (typeof v[3] !== "string" || typeof v[4] !== "string") throw bad("append", "queue and destination must be strings");
+  if (!(v[5] instanceof Uint8Array)) throw bad("append", "body must be a byte string");
+  if (typeof v[6] !== "number" || !isUint(v[7])) throw bad("append", "created and deliveries must be numbers");
+  const dead = v[8];
+  if (dead !== null && dead !== undefined && (typeof dead !== "object" || Array.isArray(dead))) {
+    throw bad("append", "deadLetter must be a map or null");
+  }
+  return v as AppendOp;
+}
+
+export function checkRemove(v: unknown[]): RemoveOp {
+  if (!isUint(v[1])) throw bad("remove", "seq must be an unsigned integer");
+  const ids = v[2];
+  if (!Array.isArray(ids) || ids.length > MAX_REMOVE_LIST || !ids.every((id) => typeof id === "string")) {
+    throw bad("remove", `ids must be a list of at most ${MAX_REMOVE_LIST} strings`);
+  }
+  return v as RemoveOp;
+}
+
+export function checkSynced(v: unknown[]): SyncedOp {
+  const info = v[2] as { messages?: unknown } | undefined;
+  if (!isUint(v[1]) || typeof info !== "object" || info === null || !isUint(info.messages)) {
+    throw bad("synced", "expected [seq, {messages}]");
+  }
+  return v as SyncedOp;
+}
+
+export function checkReplAck(v: unknown[]): ReplAckOp {
+  if (!isUint(v[1])) throw bad("replication ack", "seq must be an unsigned integer");
+  return v as ReplAckOp;
+}
+
+export function checkInSync(v: unknown[]): InSyncOp {
+  const info = v[1] as { inSync?: unknown; epoch?: unknown } | undefined;
+  if (typeof info !== "object" || info === null || typeof info.inSync !== "boolean" || !isUint(info.epoch)) {
+    throw bad("in-sync", "expected {inSync, epoch}");
+  }
+  return v as InSyncOp;
+}

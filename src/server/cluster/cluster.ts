@@ -1,0 +1,329 @@
+/**
+ * The broker's place among several brokers: its role and epoch, fencing of old masters, the
+ * replication stream it serves as master (replication.ts), the link it keeps to the master as a
+ * slave (upstream.ts), what it mirrors as a slave (mirror.ts), and, with `cluster.etcd`, the
+ * election that makes it master (election.ts). The broker routes messages and asks this module
+ * whether it may deliver and confirm, and tells it what it accepted and settled.
+ *
+ * Manual mode (no `cluster.etcd`): `isMaster` in the config says the role; a promotion (reload
+ * with `isMaster: true`) raises the epoch, and is refused while this broker is not in sync with a
+ * master (`reload --force` overrides: it may lose messages). Automatic mode: etcd elects the
+ * master among in-sync brokers and issues the epoch.
+ */
+import { KittenError } from "../../protocol/mod.ts";
+import type { AppendOp } from "../../protocol/peer_ops.ts";
+import type { Config } from "../config.ts";
+import type { Logger } from "../log.ts";
+import type { Queue } from "../queue.ts";
+import type { Store } from "../store/store.ts";
+import { Mirror } from "./mirror.ts";
+import { Replication, type ReplicaStatus } from "./replication.ts";
+import type { ReplicaLink, Snapshot } from "./replica.ts";
+import { Upstream, type UpstreamStatus } from "./upstream.ts";
+import { Election } from "./election.ts";
+
+/** What the cluster module needs of the broker. */
+export interface ClusterHost {
+  readonly config: Config;
+  readonly store: Store | null;
+  readonly queues: Map<string, Queue>;
+  readonly log: Logger;
+  now(): number;
+  /** Every client is told the role; a new master starts delivering. */
+  announceRole(): void;
+  /** Every message held (being stored, and paged, included): a replica's snapshot. */
+  snapshot(): Snapshot;
+  /** Stores and queues a replicated message (a slave). */
+  acceptReplica(op: AppendOp, generation: number): void | Promise<void>;
+  nextSeq(): number;
+  /**
+   * Removals wait for messages not in memory: paged ones come back to memory only as memory
+   * frees up, and a slave's memory may be full of messages nobody on the master consumes yet.
+   */
+  removalsWaiting?(): void;
+}
+
+export interface ClusterStatus {
+  mode: "single" | "manual" | "etcd";
+  role: "master" | "slave";
+  epoch: number;
+  fencedBy: { epoch: number; master: string } | null;
+  minInSyncReplicas: number;
+  /** The in-sync set, the master first (on a master). */
+  inSync: string[];
+  replicas: ReplicaStatus[];
+  upstream: UpstreamStatus | null;
+  leader: { id: string; epoch: number } | null;
+}
+
+export class Cluster {
+  epoch = 0;
+  /** Set when a client or peer reported a newer master (see fence()). */
+  fencedBy: { epoch: number; master: string } | null = null;
+  readonly mirror: Mirror;
+  readonly replication: Replication;
+  readonly upstream: Upstream;
+  #seenEpoch = 0;
+  #election: Election | null = null;
+  /** In automatic mode: whether etcd says this broker leads (and its lease is fresh). */
+  #elected = false;
+
+  constructor(readonly host: ClusterHost) {
+    this.mirror = new Mirror(host.queues);
+    this.epoch = this.#storedEpoch("epoch");
+    this.#seenEpoch = this.#storedEpoch("seenEpoch");
+    const log = (level: "info" | "warn" | "error", message: string) => host.log[level]("cluster", message);
+    this.replication = new Replication({
+      minInSyncReplicas: () => host.config.cluster.minInSyncReplicas,
+      maxLagMs: () => host.config.cluster.maxLagMs,
+      epoch: () => this.epoch,
+      now: () => host.now(),
+      log,
+      self: () => host.config.serviceId,
+      publishIsr: (members) => this.#election?.publishIsr(members),
+    });
+    const cluster = this;
+    this.upstream = new Upstream({
+      get serviceId() {
+        return host.config.serviceId;
+      },
+      get peers() {
+        return host.config.cluster.peers;
+      },
+      get keysDirectory() {
+        return host.config.keysDirectory;
+      },
+      get keysName() {
+        return host.config.keysName;
+      },
+      get maxFrameSize() {
+        return host.config.socketServer.maxFrameSize;
+      },
+      epoch: () => Math.max(this.epoch, this.#seenEpoch),
+      sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
+      append: (op, generation) => host.acceptReplica(op, generation),
+      remove: (ids) => {
+        let waiting = false;
+        for (const id of ids) waiting = !this.mirror.removed(id) || waiting;
+        if (waiting) host.removalsWaiting?.();
+      },
+      synced: (generation, before) => {
+        const dropped = this.mirror.reconcile(generation, before);
+        if (dropped > 0) log("info", `dropped ${dropped} messages the master no longer holds`);
+      },
+      nextSeq: () => host.nextSeq(),
+      log,
+    });
+  }
+
+  get automatic(): boolean {
+    return this.host.config.cluster.etcd !== null;
+  }
+
+  /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
+  get isMaster(): boolean {
+    const configured = this.automatic ? this.#elected : this.host.config.isMaster;
+    return configured && this.fencedBy === null;
+  }
+
+  get role(): "master" | "slave" {
+    return this.isMaster ? "master" : "slave";
+  }
+
+  /** Starts the roles' machinery: a slave's link to its master, or the election. */
+  start(): void {
+    if (!this.isMaster) this.mirror.start();
+    if (this.automatic) {
+      if (this.host.config.isMaster) {
+        this.host.log.warn("cluster", "isMaster is ignored: cluster.etcd elects the master");
+      }
+      this.#startElection();
+    }
+    if (!this.isMaster) this.upstream.start();
+  }
+
+  async stop(): Promise<void> {
+    this.upstream.stop();
+    this.replication.reset("the broker is stopping");
+    await this.#election?.stop();
+  }
+
+  /** Soft-stop: a leader gives its place up before it goes. */
+  async resign(): Promise<void> {
+    if (this.#election?.isLeader) await this.#election.resign();
+  }
+
+  /**
+   * A client or peer has seen a master with a higher epoch: this broker is an old master that
+   * came back without being demoted. It stops delivering (and says why) until it is demoted or
+   * promoted again.
+   */
+  fence(epoch: number, master: string, by: string): void {
+    if (epoch > this.#seenEpoch) {
+      this.#seenEpoch = epoch;
+      this.host.store?.setMeta("seenEpoch", epoch);
+      this.upstream.newerEpoch(epoch);
+    }
+    if (!this.isMaster || epoch <= this.epoch || this.fencedBy !== null) return;
+    this.fencedBy = { epoch, master };
+    this.host.log.error(
+      "cluster",
+      `fenced: ${by} sees master "${master}" with epoch ${epoch}, newer than this broker's epoch ` +
+        `${this.epoch}; deliveries stop until this broker is demoted (isMaster false) or promoted again`,
+    );
+    this.#becameSlave("fenced, now a slave");
+  }
+
+  /**
+   * Checks a reload's role change before anything is applied: a promotion of a slave that is not
+   * in sync is refused unless forced. Returns the epoch a promotion takes (written to the store
+   * by `applyReload`), or null for no promotion.
+   */
+  checkReload(next: Config, force: boolean): number | null {
+    if (next.cluster.etcd !== null) return null; // etcd decides
+    const promoted = next.isMaster && (!this.host.config.isMaster || this.fencedBy !== null || this.automatic);
+    if (!promoted) return null;
+    const hasPeers = next.cluster.peers.length > 0;
+    if (hasPeers && !this.upstream.inSync && !this.isMaster && !force) {
+      throw new KittenError(
+        "NOT_IN_SYNC",
+        `Cannot promote "${next.serviceId}" to master: ${this.upstream.describe()}; promoting it now may lose ` +
+          `confirmed messages (kitten-mq reload --force does it anyway)`,
+        this.upstream.status(),
+      );
+    }
+    return Math.max(this.epoch, this.#seenEpoch) + 1;
+  }
+
+  /** Applies a checked reload: the new config is already in place. */
+  applyReload(previous: Config, promotedEpoch: number | null, force: boolean): void {
+    const wasMaster = previous.cluster.etcd !== null ? this.#elected && this.fencedBy === null : previous.isMaster && this.fencedBy === null;
+    if (promotedEpoch !== null) {
+      this.host.store?.setMeta("epoch", promotedEpoch);
+      this.epoch = promotedEpoch;
+      this.fencedBy = null;
+      if (force && !this.upstream.inSync) {
+        this.host.log.warn("cluster", `promotion forced while ${this.upstream.describe()}: messages may be lost`);
+      }
+      return this.#becameMaster("promoted to master");
+    }
+    if (wasMaster && !this.isMaster) return this.#becameSlave("demoted to slave");
+    if (!this.isMaster) this.upstream.start(); // cluster.peers may have been added
+  }
+
+  #becameMaster(why: string): void {
+    this.upstream.stop();
+    this.mirror.stop();
+    this.host.log.info("cluster", `${why};epoch=${this.epoch};delivering every message not acked`);
+    this.host.announceRole();
+  }
+
+  #becameSlave(why: string): void {
+    this.replication.reset(`this broker is no longer master (${why})`);
+    this.mirror.start();
+    this.host.log.info("cluster", `${why};epoch=${this.epoch}`);
+    this.host.announceRole();
+    this.upstream.start();
+  }
+
+  /** A peer asked for the replication stream. */
+  attachReplica(link: ReplicaLink, peerEpoch: number): void {
+    if (!this.isMaster) {
+      throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": this broker is not master`);
+    }
+    if (peerEpoch > this.epoch) this.fence(peerEpoch, link.peerId, `peer "${link.peerId}"`);
+    if (!this.isMaster) {
+      throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": a newer master exists`);
+    }
+    this.replication.attach(link, this.host.snapshot());
+  }
+
+  /** True for a serviceId listed in `cluster.peers`. */
+  isPeer(serviceId: string): boolean {
+    return this.host.config.cluster.peers.some((peer) => peer.slice(peer.indexOf("@") + 1).split("#")[0] === serviceId);
+  }
+
+  tick(): void {
+    if (this.isMaster) this.replication.tick();
+  }
+
+  status(): ClusterStatus {
+    const config = this.host.config;
+    return {
+      mode: this.automatic ? "etcd" : config.cluster.peers.length > 0 ? "manual" : "single",
+      role: this.role,
+      epoch: this.epoch,
+      fencedBy: this.fencedBy,
+      minInSyncReplicas: config.cluster.minInSyncReplicas,
+      inSync: this.isMaster ? this.replication.inSyncMembers() : [],
+      replicas: this.isMaster ? this.replication.status() : [],
+      upstream: this.isMaster || config.cluster.peers.length === 0 ? null : this.upstream.status(),
+      leader: this.#election?.leader ?? null,
+    };
+  }
+
+  #storedEpoch(key: string): number {
+    const stored = this.host.store?.meta(key);
+    return typeof stored === "number" ? stored : Number(stored ?? 0) || 0;
+  }
+
+  // ── automatic mode ─────────────────────────────────────────────────────────────────────────
+
+  #startElection(): void {
+    const etcd = this.host.config.cluster.etcd!;
+    const log = (level: "info" | "warn" | "error", message: string) => this.host.log[level]("cluster", message);
+    this.#election = new Election({
+      endpoints: etcd.endpoints,
+      leaseTtlSeconds: etcd.leaseTtlSeconds,
+      prefix: etcd.prefix,
+      candidate: this.host.config.serviceId,
+      log,
+    }, {
+      elected: (epoch) => {
+        this.epoch = Math.max(epoch, this.epoch);
+        this.host.store?.setMeta("epoch", this.epoch);
+        this.#elected = true;
+        this.fencedBy = null;
+        this.#becameMaster("elected master through etcd");
+        // The in-sync set starts as the master alone; replicas join as they catch up.
+        this.replication.options.publishIsr?.(this.replication.inSyncMembers());
+      },
+      steppedDown: (reason) => {
+        if (!this.#elected) return;
+        this.#elected = false;
+        this.#becameSlave(`stepped down to slave: ${reason}`);
+      },
+      leader: (current) => {
+        if (current && current.id !== this.host.config.serviceId) {
+          this.fence(current.epoch, current.id, "etcd");
+          this.upstream.preferMaster(current.id);
+        }
+        if (!current) this.#updateEligibility();
+      },
+    });
+    this.#election.start();
+    this.#updateEligibility();
+  }
+
+  /**
+   * Only a broker that holds every confirmed message stands: one in the in-sync set the last
+   * master recorded (any broker, when none was ever recorded).
+   */
+  #updateEligibility(): void {
+    const election = this.#election;
+    if (!election) return;
+    election.readIsr().then(
+      (record) => {
+        const me = this.host.config.serviceId;
+        const eligible = record === null || record.members.includes(me);
+        election.setEligible(eligible);
+      },
+      (error) => this.host.log.warn("cluster", `cannot read the in-sync set from etcd: ${(error as Error).message}`),
+    );
+  }
+
+  /** Called about once a second in automatic mode, while no leader is known. */
+  checkEligibility(): void {
+    if (this.#election && !this.#election.isLeader && this.#election.leader === null) this.#updateEligibility();
+  }
+}

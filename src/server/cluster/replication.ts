@@ -1,0 +1,340 @@
+/**
+ * The master's side of replication: the log of what it accepted and settled, the replicas it
+ * streams that log to, which of them are in sync, and when a send may be confirmed.
+ *
+ * Confirmation follows Kafka's rule. With `minInSyncReplicas` N = 1 the master confirms alone, as
+ * a lone broker does. With N ≥ 2 a message is confirmed once every in-sync replica has stored it,
+ * and only while at least N − 1 replicas are in sync: so any in-sync slave holds every confirmed
+ * message, and promoting one loses nothing. A replica that acknowledges nothing for `maxLagMs`
+ * drops out of sync (and the master stops waiting for it); it comes back once it has caught up.
+ */
+import { KittenError } from "../../protocol/mod.ts";
+import { Deque } from "../deque.ts";
+import type { Message } from "../message.ts";
+import { appendFrame, removeFrame, Replica, type ReplicaLink, type Snapshot } from "./replica.ts";
+import { encode, frame, OP } from "../../protocol/mod.ts";
+
+export interface ReplicationOptions {
+  minInSyncReplicas: () => number;
+  maxLagMs: () => number;
+  epoch: () => number;
+  now: () => number;
+  log: (level: "info" | "warn" | "error", message: string) => void;
+  /**
+   * Records the in-sync set (the master included) where an election can read it; confirmations
+   * wait while it is being written, so a slave that dropped out is never elected over them.
+   */
+  publishIsr?: (members: string[]) => Promise<void> | void;
+  /** This broker's serviceId, first member of the in-sync set. */
+  self: () => string;
+  /** Bytes of live entries a replica may have waiting before its link is cut (default 256 MiB). */
+  maxQueuedBytes?: number;
+}
+
+export interface ReplicaStatus {
+  peer: string;
+  state: "catching-up" | "in-sync" | "lagging";
+  ackedIndex: number;
+  lagEntries: number;
+  lagMs: number;
+  snapshotLeft: number;
+}
+
+/** Bytes of live entries a replica may have waiting before its link is cut (it then catches up afresh). */
+const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
+
+interface Waiter {
+  index: number;
+  resolve(): void;
+  reject(error: KittenError): void;
+}
+
+export class Replication {
+  /** The last log index used. */
+  #index = 0;
+  readonly #replicas = new Map<ReplicaLink, Replica>();
+  readonly #waiters = new Deque<Waiter>();
+  /** Highest log index confirmed with replicas (a joining replica must hold at least that). */
+  #confirmed = 0;
+  #removals: string[] = [];
+  /** True while a shrunk in-sync set is being recorded: nothing is confirmed meanwhile. */
+  #publishing = false;
+  /** The in-sync set last recorded, to publish only changes. */
+  #published = "";
+  /** Replicas that may have entries waiting for their socket (0: flush() has nothing to do). */
+  #waiting = 0;
+  /** The last recording failed: tick() tries again, and nothing is confirmed until it succeeds. */
+  #publishFailed = false;
+
+  constructor(readonly options: ReplicationOptions) {}
+
+  get index(): number {
+    return this.#index;
+  }
+
+  get replicaCount(): number {
+    return this.#replicas.size;
+  }
+
+  /** A slave asked for the stream: it gets `snapshot` (every message held), then the live log. */
+  attach(link: ReplicaLink, snapshot: Snapshot): void {
+    for (const [other, replica] of this.#replicas) {
+      // A slave that reconnects before its old link timed out: the old one is finished.
+      if (replica.id === link.peerId) this.detach(other);
+    }
+    this.#flushRemovals();
+    const bound = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
+    const replica = new Replica(link, snapshot, this.#index, bound, this.options.now());
+    this.#replicas.set(link, replica);
+    this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.count} messages;index=${this.#index}`);
+    replica.pump();
+    if (!replica.idle) this.#waiting++;
+  }
+
+  /** The link closed. */
+  detach(link: ReplicaLink): void {
+    const replica = this.#replicas.get(link);
+    if (!replica) return;
+    this.#replicas.delete(link);
+    if (replica.state === "in-sync") {
+      this.options.log("warn", `peer=${replica.id};link closed;out of sync`);
+      this.#isrChanged();
+    }
+  }
+
+  /**
+   * Refuses a send before anything is stored when fewer brokers are in sync than
+   * `minInSyncReplicas` asks for.
+   */
+  checkReplicas(channel: string): void {
+    const needed = this.options.minInSyncReplicas();
+    if (needed <= 1) return;
+    const inSync = this.inSyncCount() + 1;
+    if (inSync >= needed && !this.#publishing) return;
+    throw new KittenError(
+      "NOT_ENOUGH_REPLICAS",
+      `Cannot send to "${channel}": ${inSync} of the ${needed} brokers cluster.minInSyncReplicas asks for are in sync ` +
+        `(${this.#describe()}); nothing was stored, send again later`,
+    );
+  }
+
+  /** Streams a message the master accepts. Returns its log index (0 when nobody listens). */
+  append(message: Message): number {
+    if (this.#replicas.size === 0) return 0;
+    this.#flushRemovals();
+    const index = ++this.#index;
+    const bytes = appendFrame(index, message);
+    const now = this.options.now();
+    for (const replica of this.#replicas.values()) {
+      if (!replica.queue(index, bytes, now)) continue;
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
+    return index;
+  }
+
+  /** A message left the master (every copy settled, or its store refused it): slaves drop it too. */
+  remove(messageId: string): void {
+    if (this.#replicas.size === 0) return;
+    this.#removals.push(messageId);
+    if (this.#removals.length >= 1000) this.#flushRemovals();
+  }
+
+  /**
+   * Resolves once the message at `index` is on the replicas `minInSyncReplicas` asks for;
+   * undefined when nothing needs waiting for (N = 1).
+   */
+  waitFor(index: number, channel: string): Promise<void> | undefined {
+    if (this.options.minInSyncReplicas() <= 1) return undefined;
+    if (index === 0) {
+      // Nobody was streamed to: too few replicas (checkReplicas let it through a moment before).
+      return Promise.reject(this.#tooFew(channel));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.#waiters.push({ index, resolve, reject });
+      this.#advance();
+    });
+  }
+
+  /** A replica stored everything up to `index`. */
+  ack(link: ReplicaLink, index: number): void {
+    const replica = this.#replicas.get(link);
+    if (!replica) return;
+    replica.ack(index);
+    const now = this.options.now();
+    if (
+      replica.state !== "in-sync" && replica.acked >= replica.snapshotIndex && replica.snapshotLeft === 0 &&
+      replica.acked >= this.#confirmed && replica.lagMs(now) < this.options.maxLagMs() / 2
+    ) {
+      replica.state = "in-sync";
+      this.options.log("info", `peer=${replica.id};in sync;index=${replica.acked}`);
+      this.#tellInSync(replica);
+      this.#isrChanged();
+    }
+    this.#advance();
+  }
+
+  /**
+   * Goes on with what waits for a replica's socket (the rest of a snapshot, entries queued while
+   * it was full). Called after every burst, so it costs nothing when every replica is idle;
+   * removals wait for the next tick (or a full batch): a slave drops them a little later, in
+   * frames of many ids.
+   */
+  flush(): void {
+    if (this.#waiting === 0) return;
+    this.#waiting = 0;
+    for (const replica of this.#replicas.values()) {
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
+  }
+
+  /** A replica's socket drained: the stream goes on. */
+  drained(link: ReplicaLink): void {
+    const replica = this.#replicas.get(link);
+    replica?.pump();
+    if (replica && !replica.idle) this.#waiting++;
+  }
+
+  /** Drops from the in-sync set the replicas that acknowledged nothing for `maxLagMs`. */
+  tick(): void {
+    if (this.#publishFailed) {
+      this.#publishFailed = false;
+      this.#publishing = false;
+      this.#isrChanged();
+    }
+    const now = this.options.now();
+    const maxLag = this.options.maxLagMs();
+    let changed = false;
+    for (const replica of this.#replicas.values()) {
+      if (replica.state !== "in-sync" || replica.lagMs(now) <= maxLag) continue;
+      replica.state = "lagging";
+      changed = true;
+      this.options.log("warn", `peer=${replica.id};acknowledged nothing for ${maxLag} ms;out of sync`);
+      this.#tellInSync(replica);
+    }
+    if (changed) this.#isrChanged();
+    this.#flushRemovals();
+    this.#waiting++; // a replica whose socket drained without an event is looked at once per tick
+    this.flush();
+  }
+
+  inSyncCount(): number {
+    let count = 0;
+    for (const replica of this.#replicas.values()) if (replica.state === "in-sync") count++;
+    return count;
+  }
+
+  /** The in-sync set, the master first. */
+  inSyncMembers(): string[] {
+    const members = [this.options.self()];
+    for (const replica of this.#replicas.values()) if (replica.state === "in-sync") members.push(replica.id);
+    return members;
+  }
+
+  status(): ReplicaStatus[] {
+    const now = this.options.now();
+    return [...this.#replicas.values()].map((replica) => ({
+      peer: replica.id,
+      state: replica.state,
+      ackedIndex: replica.acked,
+      lagEntries: replica.lagEntries,
+      lagMs: replica.lagMs(now),
+      snapshotLeft: replica.snapshotLeft,
+    }));
+  }
+
+  /** This broker stops being master: every send still waiting is refused, every link closed by the caller. */
+  reset(reason: string): void {
+    this.#failWaiters(new KittenError("NOT_ENOUGH_REPLICAS", `Cannot confirm: ${reason}`));
+    this.#replicas.clear();
+    this.#removals = [];
+    this.#published = "";
+  }
+
+  #flushRemovals(): void {
+    if (this.#removals.length === 0) return;
+    const ids = this.#removals;
+    this.#removals = [];
+    if (this.#replicas.size === 0) return;
+    const index = ++this.#index;
+    const bytes = removeFrame(index, ids);
+    const now = this.options.now();
+    for (const replica of this.#replicas.values()) {
+      if (!replica.queue(index, bytes, now)) continue;
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
+  }
+
+  /** Confirms every waiting send that every in-sync replica now holds. */
+  #advance(): void {
+    if (this.#waiters.length === 0 || this.#publishing) return;
+    const needed = this.options.minInSyncReplicas();
+    let upTo = Number.MAX_SAFE_INTEGER;
+    let inSync = 0;
+    for (const replica of this.#replicas.values()) {
+      if (replica.state !== "in-sync") continue;
+      inSync++;
+      upTo = Math.min(upTo, replica.acked);
+    }
+    if (inSync + 1 < needed) return this.#failWaiters(this.#tooFew(null));
+    this.#confirmed = Math.max(this.#confirmed, upTo);
+    while (this.#waiters.length > 0 && this.#waiters.peek()!.index <= upTo) this.#waiters.shift()!.resolve();
+  }
+
+  #failWaiters(error: KittenError): void {
+    for (let waiter = this.#waiters.shift(); waiter; waiter = this.#waiters.shift()) waiter.reject(error);
+  }
+
+  #tooFew(channel: string | null): KittenError {
+    const needed = this.options.minInSyncReplicas();
+    const what = channel === null ? "Cannot confirm a send" : `Cannot send to "${channel}"`;
+    return new KittenError(
+      "NOT_ENOUGH_REPLICAS",
+      `${what}: ${this.inSyncCount() + 1} of the ${needed} brokers cluster.minInSyncReplicas asks for are in sync ` +
+        `(${this.#describe()}); the message may be kept, send it again to have it confirmed`,
+    );
+  }
+
+  #describe(): string {
+    const parts = [...this.#replicas.values()].map((replica) => `${replica.id} ${replica.state}`);
+    return parts.length === 0 ? "no slave connected" : parts.join(", ");
+  }
+
+  #tellInSync(replica: Replica): void {
+    replica.link.pushFramed(frame(encode([OP.IN_SYNC, { inSync: replica.state === "in-sync", epoch: this.options.epoch() }])));
+  }
+
+  /**
+   * The in-sync set changed. Recorded for elections first when there is a record to keep: until
+   * it is, a slave that dropped out could still be elected, so nothing is confirmed without it.
+   */
+  #isrChanged(): void {
+    const members = this.inSyncMembers();
+    const key = members.join(",");
+    if (key === this.#published || !this.options.publishIsr) {
+      this.#advance();
+      return;
+    }
+    this.#publishing = true;
+    const done = () => {
+      this.#publishing = false;
+      this.#published = key;
+      this.#advance();
+    };
+    let written: Promise<void> | void;
+    try {
+      written = this.options.publishIsr(members);
+    } catch (error) {
+      this.options.log("error", `cannot record the in-sync set ${key}: ${(error as Error).message}`);
+      this.#publishFailed = true;
+      return;
+    }
+    if (!(written instanceof Promise)) return done();
+    written.then(done, (error) => {
+      this.options.log("error", `cannot record the in-sync set ${key}: ${(error as Error).message}`);
+      this.#publishFailed = true; // retried at the next tick; a lost leadership steps this broker down meanwhile
+    });
+  }
+}
