@@ -89,6 +89,22 @@ it("paging: deliveries in flight do not count against the budget: a consumer tha
   await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
 });
 
+it("paging: a consumer's messages paged behind messages nobody serves are read past the budget to reach it", async () => {
+  const broker = pagingBroker();
+  const mq = await cleanup.client(broker);
+  await sendAll(mq, `${CHANNEL}/x`, range(0, 20)); // about two budgets, for an id nobody serves
+  await sendAll(mq, `${CHANNEL}/y`, range(100, 105));
+  expect(backlogOf(broker).count).toBeGreaterThan(10);
+  const got: Received[] = [];
+  const consumer = await cleanup.client(broker);
+  await consumer.consume(`${CHANNEL}/y`, recorder(got), { prefetch: 5 }).ready;
+  await waitFor(() => got.length === 5, 5000);
+  expect(numbers(got)).toEqual(range(100, 105));
+  // The x messages still wait, in memory past the budget now, none lost.
+  const queue = broker.broker.queues.get(CHANNEL)!;
+  await waitFor(() => queue.live + queue.backlog.count === 20);
+});
+
 it("paging: a paged message nacked with a delay comes back after the delay with nbRequeues 1", async () => {
   const broker = pagingBroker();
   const mq = await cleanup.client(broker);
