@@ -163,6 +163,9 @@ export class Cluster {
       this.#seenEpoch = epoch;
       this.host.store?.setMeta("seenEpoch", epoch);
       this.upstream.newerEpoch(epoch);
+      // Clients name the new master by its host string (`host:port@serviceId`): a slave dials it now.
+      const at = master.lastIndexOf("@");
+      if (!this.isMaster) this.upstream.preferMaster(at >= 0 ? master.slice(at + 1).split("#")[0]! : master);
     }
     if (!this.isMaster || epoch <= this.epoch || this.fencedBy !== null) return;
     this.fencedBy = { epoch, master };

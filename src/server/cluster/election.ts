@@ -12,6 +12,7 @@
  * - Every etcd call has a deadline and every failure is logged and retried with backoff; nothing
  *   throws out of a timer or a gRPC callback. `publishIsr`/`readIsr` reject to their caller.
  */
+import { noop } from "cockatiel";
 import { Etcd3, type IKeyValue, type Namespace, type Watcher } from "etcd3";
 import { KittenError } from "../../protocol/errors.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
@@ -133,7 +134,12 @@ export class Election {
     this.#client = new Etcd3({
       hosts: this.#options.endpoints,
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
-      faultHandling: { watchBackoff: watchBackoff(50) },
+      // No circuit breaker per node: etcd3's default shuts a node out for 5 s after three failures,
+      // and when another node then hangs, every call (renewals included) goes to the hung one.
+      faultHandling: { host: () => noop, watchBackoff: watchBackoff(50) },
+      // gRPC waits up to 2 minutes before reconnecting to a node that failed; a node that is back
+      // must serve renewals again within a lease TTL.
+      grpcOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000 },
     });
     this.#keys = this.#client.namespace(this.#options.prefix);
     this.#keeper = new LeaseKeeper(this.#client, {

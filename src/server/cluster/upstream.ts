@@ -70,7 +70,7 @@ export interface UpstreamStatus {
 
 /** Between two peers of one round; a round that found no master backs off up to RETRY_MAX_MS. */
 const RETRY_MIN_MS = 50;
-const RETRY_MAX_MS = 1_000;
+const RETRY_MAX_MS = 250;
 /** A peer that does not complete the handshake in this time is dropped and the next one tried. */
 const HANDSHAKE_MS = 5_000;
 
