@@ -10,6 +10,8 @@
  *   bun scripts/package.ts --binary FILE      the same, with FILE as this host's compiled binary
  *                                             (no compile; `.ci/run` compiles it once)
  *   bun scripts/package.ts --all              every target of scripts/compile.ts (cross-compiled)
+ *   bun scripts/package.ts --all --bindir DIR every target, from DIR/kitten-mq-<target> (what
+ *                                             `scripts/compile.ts --all` wrote) instead of compiling
  *   bun scripts/package.ts --outdir DIR       writes into DIR instead of dist/npm
  *   bun scripts/package.ts --publish-dry-run  then runs `npm publish --dry-run` on each tarball
  *
@@ -98,6 +100,8 @@ export interface PackageOptions {
   /** This host's compiled binary, used instead of compiling one. */
   binary?: string;
   all?: boolean;
+  /** With `all`: the folder of `scripts/compile.ts --all`, used instead of compiling again. */
+  binDir?: string;
 }
 
 /** Builds every tarball into `outDir`; returns their paths (main package first). */
@@ -117,8 +121,15 @@ export async function packageAll(options: PackageOptions): Promise<string[]> {
     const binaries: [Target, string][] = [];
     if (options.all) {
       if (options.binary) fail("--binary and --all cannot be combined");
-      compile(["--all"], join(stage, "bin"));
-      for (const target of TARGETS) binaries.push([target, join(stage, "bin", `kitten-mq-${target.name}`)]);
+      const binDir = options.binDir ? resolve(options.binDir) : join(stage, "bin");
+      if (!options.binDir) compile(["--all"], binDir);
+      for (const target of TARGETS) {
+        const binary = join(binDir, `kitten-mq-${target.name}`);
+        if (!existsSync(binary)) fail(`${binary} is missing: run scripts/compile.ts --all first`);
+        binaries.push([target, binary]);
+      }
+    } else if (options.binDir) {
+      fail("--bindir goes with --all (use --binary for this host's binary)");
     } else if (options.binary) {
       const binary = resolve(options.binary);
       if (!existsSync(binary)) fail(`--binary ${options.binary}: no such file`);
@@ -162,16 +173,17 @@ async function main(): Promise<void> {
       outdir: { type: "string", default: join(ROOT, "dist/npm") },
       binary: { type: "string" },
       all: { type: "boolean", default: false },
+      bindir: { type: "string" },
       "publish-dry-run": { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
   });
   if (values.help) {
-    console.log("usage: bun scripts/package.ts [--binary FILE | --all] [--outdir DIR] [--publish-dry-run]");
+    console.log("usage: bun scripts/package.ts [--binary FILE | --all [--bindir DIR]] [--outdir DIR] [--publish-dry-run]");
     return;
   }
-  const tarballs = await packageAll({ outDir: values.outdir, binary: values.binary, all: values.all });
+  const tarballs = await packageAll({ outDir: values.outdir, binary: values.binary, all: values.all, binDir: values.bindir });
   if (values["publish-dry-run"]) {
     const tag = distTag(rootManifest().version);
     for (const tarball of tarballs) {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PROTOCOL_VERSION, STORE_VERSION, VERSION } from "../../src/version.ts";
-import { hostTarget } from "../../scripts/package.ts";
+import { distTag, hostTarget } from "../../scripts/package.ts";
 import { type BinaryBroker, cleanupAll, ROOT, run, shipBinary, startBinaryBroker, tempDir } from "./helpers.ts";
 
 const FIXTURES = join(import.meta.dir, "npm_fixtures");
@@ -85,6 +85,18 @@ describe("ship: npm packages", () => {
     expect([...platform.keys()].sort()).toEqual(["LICENSE", "README.md", "bin/kitten-mq", "package.json"]);
     expect(platform.get("bin/kitten-mq")).toBe("-rwxr-xr-x");
   });
+
+  test("npm publish --dry-run accepts each tarball, a prerelease under its own dist-tag", async () => {
+    expect([distTag("1.0.0-beta.1"), distTag("2.0.0-rc.3"), distTag("1.0.0")]).toEqual(["beta", "rc", "latest"]);
+    for (const tarball of tarballs) {
+      const result = await run(["npm", "publish", "--dry-run", "--offline", "--access", "public", "--tag", distTag(VERSION), tarball], { cwd: project, env: userEnv });
+      expect(result.code).toBe(0);
+      const output = result.stdout + result.stderr;
+      expect(output).toContain(`with tag ${distTag(VERSION)} and public access (dry-run)`);
+      // Nothing in the manifests for npm to correct; the only warning is that nobody is logged in.
+      expect(output.split("\n").filter((line) => /warn/i.test(line) && !/requires you to be logged in/.test(line))).toEqual([]);
+    }
+  }, SLOW);
 
   test("installs with plain npm install into an empty project, without a warning", async () => {
     const result = await npmInstall([], project);
