@@ -82,7 +82,8 @@ function reachable(typesDir: string, entry: string): Set<string> {
     if (seen.has(file)) return;
     if (!existsSync(file)) fail(`${relative(typesDir, file)} is imported by the declarations but was not emitted`);
     seen.add(file);
-    const text = readFileSync(file, "utf8");
+    // Comments hold examples (`import … from "kitten-mq"`), not imports.
+    const text = readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
     for (const match of text.matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)) {
       const specifier = match[1]!;
       if (specifier.startsWith(".")) visit(resolve(dirname(file), specifier.replace(/\.js$/, ".d.ts")));
@@ -116,9 +117,12 @@ function declarations(outDir: string): void {
   // Declarations of internals no public type refers to stay out of the package.
   const keep = reachable(typesDir, join(typesDir, "mod.d.ts"));
   for (const file of files) if (!keep.has(file)) rmSync(file);
-  const reexport = 'export * from "./types/mod.js";\n';
-  writeFileSync(join(outDir, "index.d.cts"), reexport);
-  writeFileSync(join(outDir, "index.d.mts"), reexport);
+  writeFileSync(join(outDir, "index.d.cts"), 'export * from "./types/mod.js";\n');
+  // index.mjs also has a default export (the whole module, as `import x from` of CommonJS gives).
+  writeFileSync(
+    join(outDir, "index.d.mts"),
+    'export * from "./types/mod.js";\nimport * as kittenMq from "./types/mod.js";\nexport default kittenMq;\n',
+  );
 }
 
 function thirdPartyLicenses(outDir: string): void {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createRequire } from "node:module";
-import { client, Client, KittenError, VERSION } from "kitten-mq";
+import kittenMq, { client, Client, KittenError, VERSION } from "kitten-mq";
 import { cleanup, freePort, options, startBroker, tempDir, track, waitFor } from "./_helpers.mjs";
 
 afterEach(cleanup);
@@ -16,6 +16,7 @@ test("node: the package's import and require entries are one copy, at the reposi
   const required = createRequire(import.meta.url)("kitten-mq");
   assert.equal(required.KittenError, KittenError);
   assert.equal(required.client, client);
+  assert.equal(kittenMq, required); // the default export is the CommonJS module itself
   const root = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
   assert.equal(VERSION, root.version);
 });
