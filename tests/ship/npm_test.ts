@@ -108,7 +108,12 @@ describe("ship: npm packages", () => {
     expect(manifest).toMatchObject({ name: "kitten-mq", version: VERSION, license: "MIT", engines: { node: ">=20" }, types: "./index.d.cts" });
     expect(manifest.dependencies).toBeUndefined(); // nothing that could bring an install script
     expect(manifest.scripts).toBeUndefined();
-    expect(manifest.optionalDependencies[platformPackage]).toBe(VERSION);
+    // npm picks one by os/cpu; the baseline x64 build is installed by hand (see the launcher).
+    expect(manifest.optionalDependencies).toEqual({
+      "@kitten-mq/darwin-arm64": VERSION,
+      "@kitten-mq/linux-arm64": VERSION,
+      "@kitten-mq/linux-x64": VERSION,
+    });
     expect(manifest.exports["."].require.default).toBe("./index.cjs");
     expect(manifest.exports["."].import.default).toBe("./index.mjs");
     const platform = JSON.parse(readFileSync(join(project, "node_modules", platformPackage, "package.json"), "utf8"));
@@ -155,6 +160,13 @@ describe("ship: npm packages", () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`the package "${platformPackage}" that holds the binary for this platform is not installed`);
     expect(result.stderr).toContain(`npm install ${platformPackage}@${VERSION}`);
+    // KITTEN_MQ_BINARY_PATH runs another binary instead.
+    const binary = join(project, "node_modules", platformPackage, "bin/kitten-mq");
+    const override = await run(["node", join(alone, "node_modules/kitten-mq/bin/kitten-mq.cjs"), "--version"], {
+      cwd: alone,
+      env: { ...userEnv, KITTEN_MQ_BINARY_PATH: binary },
+    });
+    expect(override.stdout.trim()).toStartWith(`kitten-mq ${VERSION} `);
   }, SLOW);
 
   describe("against a broker started by the install's kitten-mq start", () => {
