@@ -52,6 +52,7 @@ beforeAll(async () => {
   // Only what a user's shell would have; npm's cache in a fresh home, no update check.
   userEnv = { PATH: path, HOME: home, npm_config_update_notifier: "false", NO_COLOR: "1" };
   project = tempDir("kitten-npm-project-");
+  // What `npm init -y` leaves: npm then installs here, not into a parent folder that has a package.json.
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "user-project", private: true }));
   globalPrefix = tempDir("kitten-npm-global-");
 }, SLOW);
