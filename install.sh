@@ -2,7 +2,7 @@
 # Kitten-MQ installer: the broker as one executable, run by systemd as the kitten-mq user.
 #
 #   curl -fsSL https://github.com/kitten-mq/kitten-mq/releases/latest/download/install.sh | sudo bash
-#   curl -fsSL …/install.sh | sudo bash -s -- --version 0.1.0     # a given release
+#   curl -fsSL …/install.sh | sudo bash -s -- --version 1.0.0-beta.1     # a given release
 #   sudo bash install.sh --binary ./kitten-mq                      # a local binary (offline hosts)
 #   sudo bash install.sh --uninstall                               # keeps /var/www/kitten-mq
 #   bash install.sh --prefix /tmp/root --binary dist/kitten-mq     # under a fake root (tests)
@@ -24,7 +24,7 @@
 set -Eeuo pipefail
 
 # The release this script belongs to (scripts/compile.ts checks it equals package.json "version").
-DEFAULT_VERSION="0.1.0"
+DEFAULT_VERSION="1.0.0-beta.1"
 RELEASES_URL="${KITTEN_MQ_RELEASES:-https://github.com/kitten-mq/kitten-mq/releases}"
 
 SERVICE_USER="kitten-mq"

@@ -1,10 +1,12 @@
 /**
  * @module
- * Kitten-MQ client, importable unchanged from Bun and Deno.
+ * Kitten-MQ client, one code base for Node.js, Bun and Deno. Bun and Deno can import this file
+ * and its TypeScript sources directly; the npm package `kitten-mq` is built from it (CommonJS,
+ * ES module and declarations, by scripts/package.ts).
  *
  * @example
  * ```ts
- * import { client } from "./mod.ts";
+ * import { client } from "kitten-mq"; // or "./mod.ts" in this repository
  *
  * const mq = client();
  * await mq.connect({ hosts: ["127.0.0.1:1234@broker-1"], clientId: "quickstart" });

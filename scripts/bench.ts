@@ -9,6 +9,8 @@
  * with the broker's exactly as it does in real life on the same machine.
  *
  *   (a) work queue  1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking
+ *   (a-node)        (a) with the publisher and the consumer on Node, using the npm package's build
+ *                   of the client (the broker stays the same); shown as % of (a)
  *   (b) fan-out     1 publisher → 4 listening clients (4 processes, 4 clientIds)
  *   (c) fixed rate  1 publisher at 5,000 msg/s, 10 s of warm-up then 10 s measured → 1 consumer acking (latency);
  *                   before each run, the machine's floor: the same at the same rate through a bare TCP
@@ -66,7 +68,7 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,f,f2,b,c,d,e,g").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,a-node,f,f2,b,c,d,e,g").split(",").map((s) => s.trim()));
 const BACKLOG_COUNT = args["backlog-count"] ? Number(args["backlog-count"]) : QUICK ? 200_000 : 20_000_000;
 if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeError(`--backlog-count must be a positive integer: ${args["backlog-count"]}`);
 const SIZES = QUICK
@@ -94,10 +96,16 @@ const LISTENERS = 4;
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
 if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of seconds > 0: ${args.timeout}`);
 
+/** `node --version` of the Node that runs the (a-node) clients. */
+function nodeVersion(): string {
+  const result = Bun.spawnSync(["node", "--version"], { stdout: "pipe", stderr: "ignore" });
+  return result.exitCode === 0 ? result.stdout.toString().trim() : "(not found)";
+}
+
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "b" | "c" | "d" | "e" | "f" | "f2";
+  key: "a" | "a-node" | "b" | "c" | "d" | "e" | "f" | "f2";
   title: string;
   detail: string;
   unit: string;
@@ -135,6 +143,16 @@ const SCENARIOS: Scenario[] = [
     unit: "msgs/s",
     plan: (run) => workQueuePlan("bench/v1/work", run),
     target: { label: "≥ 100,000 msgs/s", check: (m) => m.rate >= 100_000 },
+  },
+  {
+    key: "a-node",
+    title: "(a) on Node: 1 publisher with confirms → 1 consumer acking, both clients on Node",
+    detail: `as (a); the two client processes run on Node ${nodeVersion()} with the npm package's client build, the broker on Bun`,
+    unit: "msgs/s",
+    versusA: true,
+    plan: (run) => ({ ...workQueuePlan("bench/v1/work", run), clients: "node" }),
+    // No bar of its own: reported next to (a)'s Bun clients.
+    target: null,
   },
   {
     key: "f",

@@ -187,11 +187,13 @@ class Confirmations {
   failed = 0;
   firstError = "";
   lastConfirmAt = 0;
-  readonly #done = Promise.withResolvers<void>();
+  // Not Promise.withResolvers: the benchmark runs this file on Node 20 too, which lacks it.
+  #resolveDone!: () => void;
+  readonly #finished = new Promise<void>((resolve) => (this.#resolveDone = resolve));
   constructor(readonly total: number, readonly onSettled: () => void = () => {}) {}
 
   get finished(): Promise<void> {
-    return this.#done.promise;
+    return this.#finished;
   }
 
   get settled(): number {
@@ -212,7 +214,7 @@ class Confirmations {
   #after(): void {
     if (this.settled < this.total) return this.onSettled();
     this.lastConfirmAt = now();
-    this.#done.resolve();
+    this.#resolveDone();
   }
 }
 

@@ -5,7 +5,7 @@
  *   bun scripts/compile.ts                 dist/kitten-mq for this host
  *   bun scripts/compile.ts --all           dist/kitten-mq-linux-x64, -linux-x64-baseline,
  *                                          -linux-arm64, -darwin-arm64 and dist/SHA256SUMS
- *   bun scripts/compile.ts --tag v0.1.0    also checks that the git tag names this version
+ *   bun scripts/compile.ts --tag v1.0.0-beta.1   also checks that the git tag names this version
  *   bun scripts/compile.ts --check         only checks the version stamps (no build)
  *   bun scripts/compile.ts --outdir DIR    writes into DIR instead of dist/
  *

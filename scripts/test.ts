@@ -1,12 +1,14 @@
 /**
- * `npm test`: runs every test runner (bun for the whole suite, deno for the client smoke suite),
- * sums their results and prints `N passed, N failed` as the last line. Exits non-zero when a
- * test failed, a runner failed, or no test ran at all.
+ * `npm test`: runs every test runner (bun for the whole suite, deno for the client smoke suite,
+ * node for the npm package's client), sums their results and prints `N passed, N failed` as the
+ * last line. Exits non-zero when a test failed, a runner failed, or no test ran at all.
  *
- * Extra arguments are passed to `bun test` (for example a file or `-t "FrameDecoder"`).
+ * Extra arguments are passed to `bun test` (for example a file or `-t "FrameDecoder"`), and only
+ * bun runs then.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { stageMainPackage } from "./package.ts";
 
 interface RunResult {
   name: string;
@@ -66,6 +68,32 @@ if (bunArgs.length === 0) {
       },
     ),
   );
+}
+
+if (bunArgs.length === 0) {
+  // The Node suite tests the client as the npm package ships it: built here, installed where the
+  // test files resolve "kitten-mq" (node_modules is ignored by git and by bun's test discovery).
+  const packageDir = "tests/node/node_modules/kitten-mq";
+  rmSync(packageDir, { recursive: true, force: true });
+  const built = await stageMainPackage(packageDir).then(
+    () => true,
+    (error: Error) => {
+      console.error(`node: cannot build the package's client: ${error.message}`);
+      return false;
+    },
+  );
+  if (built) {
+    results.push(
+      await run(
+        "node",
+        "node",
+        ["--test", "--test-reporter=tap", ...readdirSync("tests/node").filter((name) => /_node\.(mjs|cjs)$/.test(name)).map((name) => `tests/node/${name}`)],
+        (out) => [Number(/^# pass (\d+)$/m.exec(out)?.[1] ?? 0), Number(/^# fail (\d+)$/m.exec(out)?.[1] ?? 0)],
+      ),
+    );
+  } else {
+    results.push({ name: "node", passed: 0, failed: 1, exitCode: 1 });
+  }
 }
 
 const passed = results.reduce((n, r) => n + r.passed, 0);

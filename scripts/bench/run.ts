@@ -7,6 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, cpuTimes, cpuTotal, freePort, machineBusySeconds, ROOT, tempDirs, withTimeout } from "./processes.ts";
+import { nodeBenchClient } from "./node.ts";
 import { fmt } from "./report.ts";
 import { type PublisherResult, type ReceiverResult, type RunResult, type Snapshot, summarize } from "./results.ts";
 
@@ -82,8 +83,9 @@ async function removeDir(dir: string): Promise<void> {
   tempDirs.delete(dir);
 }
 
-function spawnClient(role: string, options: Record<string, unknown>): Child {
-  return new Child(`${role} ${options.clientId}`, [BUN, ...BUN_FLAGS, CLIENT, role, JSON.stringify(options)]);
+/** `client` is the command that runs the bench client: Bun on the sources, or Node on its bundle. */
+function spawnClient(client: string[], role: string, options: Record<string, unknown>): Child {
+  return new Child(`${role} ${options.clientId}`, [...client, role, JSON.stringify(options)]);
 }
 
 // ── one run ────────────────────────────────────────────────────────────────────────────────────
@@ -98,9 +100,13 @@ export interface Plan {
   minInSyncReplicas?: number;
   receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
   publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
+  /** The runtime of the client processes (the broker always runs on Bun); Bun by default. */
+  clients?: "bun" | "node";
 }
 
 export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
+  // Built before the broker starts, so the build is not part of the run.
+  const client = plan.clients === "node" ? ["node", await nodeBenchClient()] : [BUN, ...BUN_FLAGS, CLIENT];
   const brokers = await startBrokers(1 + (plan.slaves ?? 0), plan.minInSyncReplicas ?? null);
   const broker = brokers[0]!;
   const children: Child[] = [];
@@ -109,11 +115,11 @@ export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult>
     const hosts = brokers.map((b) => `127.0.0.1:${b.port}@${b.serviceId}`);
     const work = (async () => {
       const keysDirectory = join(broker.dir, "keys");
-      const receivers = plan.receivers.map((r) => spawnClient(r.role, { hosts, keysDirectory, ...r.options }));
+      const receivers = plan.receivers.map((r) => spawnClient(client, r.role, { hosts, keysDirectory, ...r.options }));
       children.push(...receivers);
       await Promise.all(receivers.map((child) => child.waitFor("ready")));
       const before = await snapshot(brokers, receivers);
-      const publisher = spawnClient(plan.publisher.role, { hosts, keysDirectory, ...plan.publisher.options });
+      const publisher = spawnClient(client, plan.publisher.role, { hosts, keysDirectory, ...plan.publisher.options });
       children.push(publisher);
       const [published, ...received] = await Promise.all([
         publisher.waitJson<PublisherResult>("result"),

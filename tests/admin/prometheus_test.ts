@@ -83,7 +83,7 @@ describe("GET /metrics", () => {
     expect(sample(text, "process_open_fds")).toBeGreaterThan(2);
     expect(sample(text, "process_cpu_seconds_total")).toBeGreaterThan(0);
     expect(text).toMatch(/^kitten_mq_event_loop_lag_seconds [0-9.e-]+$/m);
-    expect(text).toMatch(/^kitten_mq_broker_info\{version="[0-9.]+",service="broker-1",role="master"\} 1$/m);
+    expect(text).toMatch(/^kitten_mq_broker_info\{version="[0-9A-Za-z.+-]+",service="broker-1",role="master"\} 1$/m);
   }, 30_000);
 
   it("stats.addGauge() adds a gauge to GET /metrics with no change to the admin code", async () => {

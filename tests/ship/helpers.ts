@@ -110,11 +110,20 @@ export interface BinaryBroker {
   stop(timeoutMs?: number): Promise<number>;
 }
 
-/** Starts `bin start --config configPath` in `cwd` and waits for its `listening` and `admin on` lines. */
-export async function startBinaryBroker(bin: string, configPath: string, cwd: string, serviceId = "broker-1"): Promise<BinaryBroker> {
+/**
+ * Starts `bin start --config configPath` in `cwd` and waits for its `listening` and `admin on`
+ * lines. `env` replaces this process's environment when given (a PATH without Bun, say).
+ */
+export async function startBinaryBroker(
+  bin: string,
+  configPath: string,
+  cwd: string,
+  serviceId = "broker-1",
+  env: Record<string, string | undefined> = process.env,
+): Promise<BinaryBroker> {
   const child = Bun.spawn([bin, "start", "--config", configPath], {
     cwd,
-    env: { ...process.env, NO_COLOR: "1", MIMALLOC_PURGE_DELAY: "-1" },
+    env: { ...env, NO_COLOR: "1", MIMALLOC_PURGE_DELAY: "-1" },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
