@@ -4,7 +4,6 @@
  * are ever signalled, by their handle.
  */
 import { readFile, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { resolve } from "node:path";
 import type { Subprocess } from "bun";
 
@@ -150,15 +149,3 @@ export async function cleanup(): Promise<void> {
   for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
 }
 
-/** A port that was free a moment ago (listen on 0, read it, close): brokers that must know each other's. */
-export function freePort(): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}

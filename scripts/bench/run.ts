@@ -6,7 +6,8 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Child, cpuTimes, cpuTotal, freePort, machineBusySeconds, ROOT, tempDirs, withTimeout } from "./processes.ts";
+import { Child, cpuTimes, cpuTotal, machineBusySeconds, ROOT, tempDirs, withTimeout } from "./processes.ts";
+import { freePort } from "../../tests/helpers/ports.ts";
 import { nodeBenchClient } from "./node.ts";
 import { fmt } from "./report.ts";
 import { type PublisherResult, type ReceiverResult, type RunResult, type Snapshot, summarize } from "./results.ts";

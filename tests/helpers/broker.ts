@@ -12,10 +12,10 @@ import {
   type ListenHandler,
 } from "../../mod.ts";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { testKeysDirectory } from "./keys.ts";
+export { freePort } from "./ports.ts";
 import type { Broker } from "../../src/server/broker.ts";
 import { parseConfig } from "../../src/server/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
@@ -98,18 +98,6 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** A port that was free a moment ago (listen on 0, read it, close). */
-export async function freePort(): Promise<number> {
-  return await new Promise<number>((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Tracks everything a test starts so `afterEach(cleanup.run)` stops it, even when the test fails.

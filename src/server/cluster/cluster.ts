@@ -10,7 +10,7 @@
  * master (`reload --force` overrides: it may lose messages). Automatic mode: etcd elects the
  * master among in-sync brokers and issues the epoch.
  */
-import { KittenError } from "../../protocol/mod.ts";
+import { KittenError, parseHost } from "../../protocol/mod.ts";
 import type { AppendOp } from "../../protocol/peer_ops.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "../log.ts";
@@ -164,8 +164,7 @@ export class Cluster {
       this.host.store?.setMeta("seenEpoch", epoch);
       this.upstream.newerEpoch(epoch);
       // Clients name the new master by its host string (`host:port@serviceId`): a slave dials it now.
-      const at = master.lastIndexOf("@");
-      if (!this.isMaster) this.upstream.preferMaster(at >= 0 ? master.slice(at + 1).split("#")[0]! : master);
+      if (!this.isMaster) this.upstream.preferMaster(serviceIdOf(master));
     }
     if (!this.isMaster || epoch <= this.epoch || this.fencedBy !== null) return;
     this.fencedBy = { epoch, master };
@@ -243,7 +242,7 @@ export class Cluster {
 
   /** True for a serviceId listed in `cluster.peers`. */
   isPeer(serviceId: string): boolean {
-    return this.host.config.cluster.peers.some((peer) => peer.slice(peer.indexOf("@") + 1).split("#")[0] === serviceId);
+    return this.host.config.cluster.peers.some((peer) => parseHost(peer).serviceId === serviceId);
   }
 
   tick(): void {
@@ -328,5 +327,14 @@ export class Cluster {
   /** Called about once a second in automatic mode, while no leader is known. */
   checkEligibility(): void {
     if (this.#election && !this.#election.isLeader && this.#election.leader === null) this.#updateEligibility();
+  }
+}
+
+/** The serviceId a master is named by: a client's host string (`host:port@serviceId`), or the id itself. */
+function serviceIdOf(master: string): string {
+  try {
+    return parseHost(master).serviceId ?? master;
+  } catch {
+    return master; // a peer or etcd names the master by its serviceId alone
   }
 }

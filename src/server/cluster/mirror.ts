@@ -45,10 +45,7 @@ export class Mirror {
     if (message.copies) this.#messages.delete(message.id);
   }
 
-  /**
-   * A message was accepted here: acks and removals that came before it apply now. Returns false
-   * when the master had already removed it (the caller drops it).
-   */
+  /** A message was accepted here: acks and removals that came before it apply now. */
   accepted(queue: Queue, message: Message): void {
     if (this.#earlyRemovals.size > 0 && this.#earlyRemovals.get(message.id)) {
       this.#earlyRemovals.delete(message.id);

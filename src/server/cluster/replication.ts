@@ -8,11 +8,10 @@
  * message, and promoting one loses nothing. A replica that acknowledges nothing for `maxLagMs`
  * drops out of sync (and the master stops waiting for it); it comes back once it has caught up.
  */
-import { KittenError } from "../../protocol/mod.ts";
+import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
 import { Deque } from "../deque.ts";
 import type { Message } from "../message.ts";
 import { appendFrame, removeFrame, Replica, type ReplicaLink, type Snapshot } from "./replica.ts";
-import { encode, frame, OP } from "../../protocol/mod.ts";
 
 export interface ReplicationOptions {
   minInSyncReplicas: () => number;

@@ -207,7 +207,6 @@ export class Upstream {
     this.#socket = socket;
     const decoder = new FrameDecoder(Math.max(this.target.maxFrameSize * 2, 1 << 20) + 1024);
     let phase: "hello" | "auth" | "stream" | "done" = "hello";
-    let nonce: Challenge | null = null;
     const handshake = setTimeout(() => socket.destroy(new Error("no welcome in time")), HANDSHAKE_MS);
     const write = (op: unknown[]) => {
       if (!socket.destroyed) socket.write(frame(encode(op)));
@@ -240,9 +239,8 @@ export class Upstream {
           const op = opOf(value);
           if (phase === "hello") {
             if (op === OP.CHALLENGE) {
-              nonce = value[1] as Challenge;
               phase = "auth";
-              this.#prove(host, nonce).then(write, (error) => fail(`cannot sign the peer challenge: ${error.message}`));
+              this.#prove(host, value[1] as Challenge).then(write, (error) => fail(`cannot sign the peer challenge: ${error.message}`));
               return true;
             }
           } else if (phase === "auth" && op === OP.WELCOME) {
