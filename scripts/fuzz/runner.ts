@@ -6,7 +6,7 @@
 import { type ClientKeys, loadOrCreateKeys, signHelloToken } from "../../src/client/keys.ts";
 import { decode, encode, FrameDecoder, isErrorCode, isFatal, OP } from "../../src/protocol/mod.ts";
 import { Broker } from "../../src/server/broker.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type Connection, Session } from "../../src/server/session.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";

@@ -1,6 +1,6 @@
 /**
  * GET /history: the last 15 minutes, one point a second, that the broker keeps itself
- * (server/history.ts), so a dashboard opened now draws full charts at once.
+ * (server/stats/history.ts), so a dashboard opened now draws full charts at once.
  *
  *   GET /history                      broker-wide: received, sent, acked (per second), depths, connections
  *   GET /history?queue=orders/v1      one queue: received, delivered, acked (per second), its depths

@@ -41,7 +41,7 @@ export interface HelloTokenInput {
   now?: number;
 }
 
-/** The broker refuses tokens living longer than this (see src/server/auth.ts). */
+/** The broker refuses tokens living longer than this (see src/server/security/auth.ts). */
 const MAX_TTL_SECONDS = 300;
 /** How long to wait for a concurrent creator to finish the pair before calling it half a pair. */
 const PAIR_SETTLE_MS = 100;

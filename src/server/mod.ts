@@ -4,11 +4,11 @@
  */
 export { startBroker, type BrokerServer } from "./server.ts";
 export { Broker, type BrokerOptions } from "./broker.ts";
-export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWarnings, type Config, type ConfigProblem } from "./config.ts";
-export type { Queue } from "./queue.ts";
-export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue_view.ts";
+export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWarnings, type Config, type ConfigProblem } from "./config/config.ts";
+export type { Queue } from "./queue/queue.ts";
+export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue/view.ts";
 export type { Session } from "./session.ts";
 export { Logger, memoryLogger } from "./log.ts";
 export type { ClusterStatus } from "./cluster/cluster.ts";
-export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./history.ts";
-export { type Gauge, type GaugeSample, LATENCY_SAMPLE_EVERY } from "./stats.ts";
+export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./stats/history.ts";
+export { type Gauge, type GaugeSample, LATENCY_SAMPLE_EVERY } from "./stats/stats.ts";

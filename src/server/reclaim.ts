@@ -10,7 +10,7 @@
  * Not during a burst: a full collection every 100,000 messages moved cost scenario (a) about 10%
  * of the broker's CPU and lowered the peak of scenario (g) by nothing measurable.
  */
-import type { BrokerCounters } from "./stats.ts";
+import type { BrokerCounters } from "./stats/stats.ts";
 
 /** Messages moved since the last collection before a quiet second triggers one. */
 export const RECLAIM_AFTER = 200_000;

@@ -3,8 +3,8 @@
  */
 import { KittenError } from "../protocol/errors.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
-import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config.ts";
-import { checkReloadable } from "./restart_keys.ts";
+import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config/config.ts";
+import { checkReloadable } from "./config/restart_keys.ts";
 import { listen } from "./tcp.ts";
 import { Reclaimer } from "./reclaim.ts";
 import { Logger } from "./log.ts";

@@ -36,11 +36,11 @@ import {
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
-import { createChallenge } from "./auth.ts";
+import { createChallenge } from "./security/auth.ts";
 import { collectAfterRefusal } from "./collector.ts";
-import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./rules.ts";
-import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./message.ts";
-import type { Queue } from "./queue.ts";
+import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./security/rules.ts";
+import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./queue/message.ts";
+import type { Queue } from "./queue/queue.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
 
 /** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */

@@ -10,7 +10,7 @@ import type { Hono } from "hono";
 import { type AdminOptions, createAdminApp } from "../../src/admin/mod.ts";
 import { encode } from "../../src/protocol/cbor.ts";
 import { type BrokerServer, memoryLogger, parseConfig, startBroker } from "../../src/server/mod.ts";
-import type { Handler } from "../../src/server/message.ts";
+import type { Handler } from "../../src/server/queue/message.ts";
 import { Session } from "../../src/server/session.ts";
 
 export interface Fixture {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "bun:test";
 import { sampleStats } from "../../src/server/server.ts";
-import { HISTORY_POINTS, Track } from "../../src/server/history.ts";
+import { HISTORY_POINTS, Track } from "../../src/server/stats/history.ts";
 import { adminFixture, type Fixture } from "./_fixture.ts";
 
 let fixture: Fixture;

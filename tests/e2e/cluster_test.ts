@@ -22,7 +22,7 @@ import { Client, type KittenError } from "../../mod.ts";
 import { Cleanup, clientOptions, freePort, type Received, recorder, sleep, waitFor } from "../helpers/broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import type { Broker } from "../../src/server/broker.ts";

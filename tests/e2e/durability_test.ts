@@ -22,7 +22,7 @@ import {
 } from "../helpers/broker.ts";
 import { type ChildBroker, kill9, runCrashTest, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import { STORE_FILE } from "../../src/server/store/record.ts";

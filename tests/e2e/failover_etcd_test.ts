@@ -10,7 +10,7 @@ import { Cleanup, clientOptions, freePort, waitFor } from "../helpers/broker.ts"
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
 import { type EtcdCluster, startEtcd, startEtcdCluster } from "../helpers/etcd.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { Logger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 

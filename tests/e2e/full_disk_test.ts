@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { closeSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import { SqliteStore, WAL_SIZE_LIMIT } from "../../src/server/store/sqlite_store.ts";

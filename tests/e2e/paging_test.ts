@@ -9,7 +9,7 @@ import type { Client } from "../../mod.ts";
 import { Cleanup, type Received, recorder, rejection, type TestBroker, waitFor } from "../helpers/broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
-import { MESSAGE_OVERHEAD_BYTES } from "../../src/server/backlog.ts";
+import { MESSAGE_OVERHEAD_BYTES } from "../../src/server/queue/backlog.ts";
 
 const cleanup = new Cleanup();
 const temps = new TempDirs("kitten-paging-");

@@ -8,7 +8,7 @@ import { afterEach, expect, it } from "bun:test";
 import { readdir } from "node:fs/promises";
 import { Client, type KittenError } from "../../mod.ts";
 import { encode, OP } from "../../src/protocol/mod.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import {
   Cleanup,
   clientOptions,

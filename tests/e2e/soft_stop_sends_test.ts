@@ -1,7 +1,7 @@
 import { afterEach, expect, it } from "bun:test";
 import { join } from "node:path";
 import { Client, type KittenError } from "../../mod.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import { clientOptions, recorder, type Received, waitFor } from "../helpers/broker.ts";

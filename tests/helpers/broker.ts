@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { testKeysDirectory } from "./keys.ts";
 export { freePort } from "./ports.ts";
 import type { Broker } from "../../src/server/broker.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { type Logger, memoryLogger } from "../../src/server/log.ts";
 import { startBroker } from "../../src/server/server.ts";
 

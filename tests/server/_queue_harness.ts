@@ -3,8 +3,8 @@
  * clock, fake sinks that record every delivery, and helpers that subscribe handlers, publish
  * messages (ids m0, m1, …), ack or nack the oldest delivery and move time forward. No sockets.
  */
-import { type Copy, type DeliverySink, Handler, Message } from "../../src/server/message.ts";
-import { type DeadReason, Queue, type QueueSettings } from "../../src/server/queue.ts";
+import { type Copy, type DeliverySink, Handler, Message } from "../../src/server/queue/message.ts";
+import { type DeadReason, Queue, type QueueSettings } from "../../src/server/queue/queue.ts";
 
 export interface Delivery {
   copy: Copy;

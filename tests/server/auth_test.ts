@@ -11,7 +11,7 @@ import {
   MAX_TOKEN_LIFETIME_SECONDS,
   type VerifyHelloInput,
   verifyHelloToken,
-} from "../../src/server/auth.ts";
+} from "../../src/server/security/auth.ts";
 
 const NOW = 1_800_000_000;
 const CLIENT = "easilys-1";

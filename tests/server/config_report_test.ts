@@ -1,8 +1,8 @@
 import { afterAll, expect, it } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfigFile, parseConfig } from "../../src/server/config.ts";
-import { jsonErrorPosition } from "../../src/server/json_position.ts";
+import { loadConfigFile, parseConfig } from "../../src/server/config/config.ts";
+import { jsonErrorPosition } from "../../src/server/config/json_position.ts";
 import { thrown, thrownAsync } from "../helpers/errors.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
 

@@ -9,7 +9,7 @@ import {
   defaultConfig,
   loadConfigFile,
   parseConfig,
-} from "../../src/server/config.ts";
+} from "../../src/server/config/config.ts";
 import { thrown } from "../helpers/errors.ts";
 
 /** Runs `fn`, expects a CONFIG_INVALID KittenError and returns it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { Deque } from "../../src/server/deque.ts";
+import { Deque } from "../../src/server/internal/deque.ts";
 import { mulberry32 as rng } from "../helpers/random.ts";
 
 

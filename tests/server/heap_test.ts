@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test";
-import { MinHeap } from "../../src/server/heap.ts";
+import { MinHeap } from "../../src/server/internal/heap.ts";
 import { mulberry32 as rng } from "../helpers/random.ts";
 
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
-import { Histogram, Sampler } from "../../src/server/histogram.ts";
-import { Stats } from "../../src/server/stats.ts";
+import { Histogram, Sampler } from "../../src/server/stats/histogram.ts";
+import { Stats } from "../../src/server/stats/stats.ts";
 
 describe("histogram", () => {
   it("Histogram.observe() counts a value in the first bucket whose bound is >= it; cumulative() sums them", () => {

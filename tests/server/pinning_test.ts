@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { exportSPKI, generateKeyPair } from "jose";
 import { KittenError } from "../../src/protocol/errors.ts";
 import { isValidClientId, validateClientId } from "../../src/protocol/mod.ts";
-import { KeyRegistry } from "../../src/server/pinning.ts";
+import { KeyRegistry } from "../../src/server/security/pinning.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
 
 const temps = new TempDirs("kitten-pins-");

@@ -3,7 +3,7 @@
  * sinks bound what is in flight, and depth() / live count every state.
  */
 import { describe, expect, it } from "bun:test";
-import { CopyState } from "../../src/server/message.ts";
+import { CopyState } from "../../src/server/queue/message.ts";
 import { setup } from "./_queue_harness.ts";
 
 describe("Queue", () => {

@@ -3,7 +3,7 @@
  * `*` reaches every registered id, and each queue is FIFO.
  */
 import { describe, expect, it } from "bun:test";
-import type { Handler } from "../../src/server/message.ts";
+import type { Handler } from "../../src/server/queue/message.ts";
 import { firstDeliveriesPerMessage, setup } from "./_queue_harness.ts";
 
 describe("Queue", () => {

@@ -3,7 +3,7 @@
  * by maxItemsInQueue (oldest dropped) and expired at their ttl.
  */
 import { describe, expect, it } from "bun:test";
-import type { Queue } from "../../src/server/queue.ts";
+import type { Queue } from "../../src/server/queue/queue.ts";
 import { setup } from "./_queue_harness.ts";
 
 describe("Queue", () => {

@@ -1,7 +1,7 @@
 import { expect, it } from "bun:test";
 import { KittenError } from "../../src/protocol/errors.ts";
 import { Broker } from "../../src/server/broker.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { MemoryStore } from "../../src/server/store/memory_store.ts";
 import { thrown } from "../helpers/errors.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test";
 import { KittenError } from "../../src/protocol/errors.ts";
-import type { Rule } from "../../src/server/config.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import type { Rule } from "../../src/server/config/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import {
   compileRules,
   describeRefusal,
@@ -9,7 +9,7 @@ import {
   ExclusiveOwners,
   exclusiveTaken,
   notAllowed,
-} from "../../src/server/rules.ts";
+} from "../../src/server/security/rules.ts";
 
 describe("compileRules()", () => {
   it("rules: no rules = open, every client may read and write everything", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test";
 import { KittenError } from "../../src/protocol/errors.ts";
-import { compileSchema, compileSchemas, type Issue, type SchemaProblem } from "../../src/server/schema.ts";
+import { compileSchema, compileSchemas, type Issue, type SchemaProblem } from "../../src/server/schema/schema.ts";
 
 const PATH = 'channels["invoice/v1"].map';
 

@@ -1,6 +1,6 @@
 import { afterEach, expect, it } from "bun:test";
 import { Broker } from "../../src/server/broker.ts";
-import { parseConfig } from "../../src/server/config.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type Connection, Session } from "../../src/server/session.ts";
 

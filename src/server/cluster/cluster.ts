@@ -12,9 +12,9 @@
  */
 import { KittenError, parseHost } from "../../protocol/mod.ts";
 import type { AppendOp } from "../../protocol/peer_ops.ts";
-import type { Config } from "../config.ts";
+import type { Config } from "../config/config.ts";
 import type { Logger } from "../log.ts";
-import type { Queue } from "../queue.ts";
+import type { Queue } from "../queue/queue.ts";
 import type { Store } from "../store/store.ts";
 import { Mirror } from "./mirror.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";

@@ -2,7 +2,7 @@
  * The cluster's gauges in GET /metrics: the epoch, the in-sync set, each replica's lag as the
  * master sees it, and a slave's link to its master. Registered once; read at each scrape.
  */
-import type { Stats } from "../stats.ts";
+import type { Stats } from "../stats/stats.ts";
 import type { Cluster } from "./cluster.ts";
 
 export function registerClusterGauges(stats: Stats, cluster: Cluster): void {

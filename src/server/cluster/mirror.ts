@@ -5,8 +5,8 @@
  * the message arrives.
  */
 import { RecentMap } from "../../protocol/mod.ts";
-import type { Message } from "../message.ts";
-import type { Queue } from "../queue.ts";
+import type { Message } from "../queue/message.ts";
+import type { Queue } from "../queue/queue.ts";
 
 /** How many acks for messages not arrived yet a slave keeps. */
 const EARLY = 100_000;

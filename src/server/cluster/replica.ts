@@ -9,7 +9,7 @@
  * Its acknowledged index says what it has stored.
  */
 import { encode, frame, OP } from "../../protocol/mod.ts";
-import { Deque } from "../deque.ts";
+import { Deque } from "../internal/deque.ts";
 import type { PeerDeadLetter } from "../../protocol/peer_ops.ts";
 
 /** What a replica receives of one message: a message in memory, or a row read from the store. */

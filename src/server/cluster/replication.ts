@@ -9,8 +9,8 @@
  * drops out of sync (and the master stops waiting for it); it comes back once it has caught up.
  */
 import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
-import { Deque } from "../deque.ts";
-import type { Message } from "../message.ts";
+import { Deque } from "../internal/deque.ts";
+import type { Message } from "../queue/message.ts";
 import { appendFrame, removeFrame, Replica, type ReplicaLink, type Snapshot } from "./replica.ts";
 
 export interface ReplicationOptions {

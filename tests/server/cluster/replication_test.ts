@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "bun:test";
 import { decode, FRAME_HEADER_SIZE, type KittenError, OP } from "../../../src/protocol/mod.ts";
-import { Message } from "../../../src/server/message.ts";
+import { Message } from "../../../src/server/queue/message.ts";
 import { Replication, type ReplicationOptions } from "../../../src/server/cluster/replication.ts";
 import type { ReplicaLink } from "../../../src/server/cluster/replica.ts";
 

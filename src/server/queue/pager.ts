@@ -8,10 +8,10 @@
  * ahead of need. At start (`recover()`) every stored message is paged and only a first page is read.
  */
 import { MESSAGE_OVERHEAD_BYTES, REFILL_ROWS } from "./backlog.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../log.ts";
 import type { Message } from "./message.ts";
 import type { Queue } from "./queue.ts";
-import type { PagingStore, StoredMessage } from "./store/store.ts";
+import type { PagingStore, StoredMessage } from "../store/store.ts";
 
 /**
  * How far past its budget a queue reads when a handler starves (see `starving()`): messages for a

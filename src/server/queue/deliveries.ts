@@ -3,7 +3,7 @@
  * deadline, and the nacked copies delayed until they are due. Bookkeeping only: which handler gets
  * a copy is the groups' (groups.ts), what becomes of a copy that comes back is the queue's.
  */
-import { MinHeap } from "./heap.ts";
+import { MinHeap } from "../internal/heap.ts";
 import { type Copy, CopyState, type Handler, type Pool } from "./message.ts";
 
 let nextTag = 1;

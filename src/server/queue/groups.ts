@@ -6,7 +6,7 @@
  * broadcast goes to every id someone registered. `nextHandler` and `oldestReadyFor` choose, within
  * a group, who takes the next copy and which copy a freed handler takes.
  */
-import { Deque } from "./deque.ts";
+import { Deque } from "../internal/deque.ts";
 import { Group, type Handler, Pool } from "./message.ts";
 
 export class Groups {

@@ -16,7 +16,7 @@
  * Every failure has its own code so an operator can tell a clock problem from a stolen token.
  */
 import { base64url, type CryptoKey, decodeProtectedHeader, errors, importSPKI, jwtVerify } from "jose";
-import { type ErrorCode, KittenError } from "../protocol/errors.ts";
+import { type ErrorCode, KittenError } from "../../protocol/errors.ts";
 
 /** Seconds a client's clock may run ahead of the broker's (`iat` in the future). */
 export const MAX_CLOCK_SKEW_SECONDS = 30;

@@ -32,7 +32,7 @@
  * are checked only when their parent passed its own check (type and bounds), as the original did.
  */
 import * as v from "valibot";
-import { KittenError } from "../protocol/errors.ts";
+import { KittenError } from "../../protocol/errors.ts";
 import {
   CONVERTERS,
   type ConverterName,
@@ -43,7 +43,7 @@ import {
   TYPE_NAMES,
   type TypeName,
   TYPES,
-} from "./schema_types.ts";
+} from "./types.ts";
 
 /** One reason a message does not match its channel's format, as the original reported it. */
 export interface Issue {

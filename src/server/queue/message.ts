@@ -6,8 +6,8 @@
  * clientId gets its own. Each copy has its own ack state, delivery count and timers, so a
  * listener's automatic ack never settles a consumer's delivery.
  */
-import type { Deque } from "./deque.ts";
-import type { StoredMessage } from "./store/store.ts";
+import type { Deque } from "../internal/deque.ts";
+import type { StoredMessage } from "../store/store.ts";
 
 /** Why and where from a dead-lettered message came; sent to recipients with each delivery. */
 export interface DeadLetterInfo {

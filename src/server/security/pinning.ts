@@ -12,7 +12,7 @@
 import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { type CryptoKey, exportJWK, exportSPKI, importSPKI } from "jose";
-import { isValidClientId, KittenError, validateClientId } from "../protocol/mod.ts";
+import { isValidClientId, KittenError, validateClientId } from "../../protocol/mod.ts";
 
 /** An Ed25519 SPKI PEM is 113 characters; anything much longer is not one, whatever it says. */
 const MAX_PEM_LENGTH = 1024;

@@ -3,7 +3,7 @@
  * connection or the store opens. A reload that changes any of them is refused whole, naming each
  * one, so the running broker and `GET /config` never disagree about what runs.
  */
-import { KittenError } from "../protocol/errors.ts";
+import { KittenError } from "../../protocol/errors.ts";
 import type { Config, ConfigProblem } from "./config.ts";
 
 /** Each key with the reason it is fixed while the broker runs (shown to the operator). */

@@ -20,8 +20,8 @@
  *
  * compileRules() runs once per config load; checks are then a few Map lookups, no allocation.
  */
-import { KittenError } from "../protocol/errors.ts";
-import type { Rule } from "./config.ts";
+import { KittenError } from "../../protocol/errors.ts";
+import type { Rule } from "../config/config.ts";
 
 // The claim bookkeeping lives in its own file; rules.ts is the one import for access control.
 export { ExclusiveOwners } from "./exclusive.ts";

@@ -13,11 +13,11 @@
 import { Backlog, residentCost } from "./backlog.ts";
 import { Deliveries } from "./deliveries.ts";
 import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
-import { Parking } from "./parking.ts";
+import { Parking } from "./waiting.ts";
 import { Copy, CopyState, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
-export type { ChannelSettings as QueueSettings } from "./config.ts";
-import type { ChannelSettings as QueueSettings } from "./config.ts";
+export type { ChannelSettings as QueueSettings } from "../config/config.ts";
+import type { ChannelSettings as QueueSettings } from "../config/config.ts";
 
 export type DeadReason = "requeueLimit" | "overflow" | "ttl";
 

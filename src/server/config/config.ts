@@ -12,10 +12,10 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
-import { KittenError } from "../protocol/errors.ts";
-import { parseHost } from "../protocol/host.ts";
+import { KittenError } from "../../protocol/errors.ts";
+import { parseHost } from "../../protocol/host.ts";
 import { jsonErrorPosition } from "./json_position.ts";
-import { compileSchemas } from "./schema.ts";
+import { compileSchemas } from "../schema/schema.ts";
 
 /** The fully resolved configuration: every key is present (types follow the schemas below). */
 export type Config = v.InferOutput<typeof CONFIG_SCHEMA>;
