@@ -170,7 +170,7 @@ class SessionFuzz {
     this.#feed(peer, input, pool);
     this.#checkPeer(peer);
     for (let p = pool.length - 1; p >= 0; p--) if (pool[p]!.session.isClosed) pool.splice(p, 1);
-    if ((lies || (stage < 12 && rng.chance(0.5))) && !peer.session.isClosed) peer.session.closed(); // a peer that hangs up
+    if ((lies || (stage < 12 && rng.chance(0.5))) && !peer.session.isClosed) peer.session.tearDown(); // a peer that hangs up
   }
 
   /** The peer that sends the input: stage 0–5 before hello, 6–11 at the challenge, 12 and up past the handshake. */
@@ -257,7 +257,7 @@ class SessionFuzz {
       },
     };
     Object.assign(peer, { connection, out: [], decoder: new FrameDecoder(64 << 20), broker, session: new Session(broker, connection) });
-    broker.sessions.add(peer.session);
+    broker.attach(peer.session);
     this.#sessions++;
     return peer;
   }
@@ -368,7 +368,7 @@ class SessionFuzz {
     this.#current = `after all ${this.#options.inputs} inputs, every connection closed`;
     for (const peer of this.#everyone) {
       this.#checkPeer(peer);
-      peer.session.closed();
+      peer.session.tearDown();
     }
     for (const { broker } of this.#brokers) {
       this.#clock += 10_000;
@@ -418,7 +418,7 @@ class SessionFuzz {
       broker.flush();
       if (broker.queues.get("final/v1")!.depth().inflight !== 0) this.#fail("the final ack was not applied");
     }
-    peer.session.closed();
+    peer.session.tearDown();
   }
 
   /** The run's report; `started` is the run's performance.now(). */

@@ -14,7 +14,7 @@
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
-import type { BrokerServer, HandlerInfo, Queue, Session } from "../server/mod.ts";
+import type { BrokerServer, HandlerInfo, Peer, Queue } from "../server/mod.ts";
 import { depthById, handlersInfo, message as messageCopies, messages as messagePage } from "../server/mod.ts";
 import { copyView, messageView } from "./display.ts";
 
@@ -119,12 +119,12 @@ export function queueSummary(queue: Queue, broker: BrokerServer["broker"]) {
 }
 
 /** A handler with its connection's client id (the sink of a handler is its session). */
-function handlerView(handler: HandlerInfo, sessions: Map<unknown, Session>) {
+function handlerView(handler: HandlerInfo, sessions: Map<unknown, Peer>) {
   const { sink: _sink, ...rest } = handler;
   return { clientId: sessions.get(handler.sink)?.clientId ?? null, ...rest };
 }
 
-export function sessionsBySink(server: BrokerServer): Map<unknown, Session> {
+export function sessionsBySink(server: BrokerServer): Map<unknown, Peer> {
   return new Map([...server.broker.sessions].map((session) => [session, session]));
 }
 

@@ -332,14 +332,6 @@ export class Client extends EventEmitter {
 
   #onFrame(connection: HostConnection, value: unknown[]): void {
     switch (value[0]) {
-      case OP.DELIVER: {
-        // A delivery the fast reader did not take (a dead letter's extra element, for one).
-        const [, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value as [
-          number, number, number, string, string, number, Uint8Array, number, DeliveryInfo["deadLetter"],
-        ];
-        const fields = { sub, tag, messageId, destination, nbRequeues, body, created };
-        return this.#receiver.receive(connection, fields, deadLetter);
-      }
       case OP.OK:
         for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
         return;

@@ -17,6 +17,7 @@ import {
   KittenError,
   OP,
   opOf,
+  peekOp,
   type WelcomeInfo,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../version.ts";
@@ -138,17 +139,17 @@ export class HostConnection {
     const decoder = new FrameDecoder(this.options.maxFrameSize);
     // One frame: false once the link is gone (closed here, or by a handler).
     const visit = (data: Uint8Array, start: number, end: number): boolean => {
-      // Deliveries take a hand-written reader, in place; everything else the generic decoder.
-      const delivery = this.state === "open" ? readDeliver(data, start, end) : undefined;
+      // Deliveries take the hand-written reader, in place; everything else the generic decoder.
+      // A broker that sends garbage (a DELIVER the reader refuses included) is reconnected to.
+      const isDelivery = this.state === "open" && peekOp(data, start, end) === OP.DELIVER;
+      const delivery = isDelivery ? readDeliver(data, start, end) : undefined;
       let value: unknown[] | undefined;
-      if (!delivery) {
-        try {
-          value = decode(data.subarray(start, end)) as unknown[];
-          opOf(value);
-        } catch {
-          transport.close(); // a broker that sends garbage is reconnected to
-          return false;
-        }
+      try {
+        if (isDelivery && !delivery) throw new KittenError("BAD_FRAME", "Cannot read a delivery: malformed DELIVER frame");
+        if (!isDelivery) opOf(value = decode(data.subarray(start, end)) as unknown[]);
+      } catch {
+        transport.close();
+        return false;
       }
       // What a frame triggers runs the client's code and, through it, the user's (handlers,
       // listeners). A throw is reported here: thrown into the socket's callback, it would cut off

@@ -33,8 +33,8 @@ export class Receiver {
     readonly report: (error: Error) => void,
   ) {}
 
-  receive(connection: HostConnection, delivery: DeliverFields, deadLetter?: DeliveryInfo["deadLetter"]): void {
-    const { sub, tag, messageId, destination, nbRequeues, body, created } = delivery;
+  receive(connection: HostConnection, delivery: DeliverFields): void {
+    const { sub, tag, messageId, destination, nbRequeues, body, created, deadLetter } = delivery;
     const subscription = this.subscriptions.get(sub);
     if (!subscription) return; // closed locally; the broker requeues it when the close lands
     if (!this.masters.isMaster(connection)) return; // an old (fenced) master: its deliveries are refused

@@ -3,7 +3,7 @@
  * `addId` / `removeId` / `close` methods. It outlives connections: the client registers it again
  * on every broker that (re)accepts the client.
  */
-import { checkChannelParts, KittenError, OP, parseChannel } from "../protocol/mod.ts";
+import { checkChannelParts, type DeadLetterInfo, KittenError, OP, parseChannel } from "../protocol/mod.ts";
 
 /** What a delivery says about itself. */
 export interface DeliveryInfo {
@@ -17,7 +17,7 @@ export interface DeliveryInfo {
   /** The subscription that received it. */
   handlerId: number;
   /** On messages of a dead-letter queue: why the message died and where it was sent. */
-  deadLetter?: { reason: "requeueLimit" | "overflow" | "ttl"; channel: string; messageId: string; deliveries: number };
+  deadLetter?: DeadLetterInfo;
 }
 
 /** `done()` acks; `done(false)` requeues now; `done(false, seconds)` requeues after a delay. */

@@ -256,6 +256,13 @@ export class FrameBatch {
     this.#length += value.length;
   }
 
+  /** Appends an item already encoded as CBOR (a rare field the hand-written writers do not spell out). */
+  encoded(item: Uint8Array): void {
+    this.#reserve(item.length);
+    this.#buffer.set(item, this.#length);
+    this.#length += item.length;
+  }
+
   /** Returns the collected bytes (a buffer owned by the caller) and empties the batch. */
   take(): Uint8Array {
     let out: Uint8Array;

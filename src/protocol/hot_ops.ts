@@ -8,6 +8,7 @@
  * id prefix); anything they do not expect goes to the generic decoder.
  */
 import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
+import { decode, encode } from "./cbor.ts";
 import type { FrameBatch } from "./frame.ts";
 import { MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
 
@@ -23,7 +24,19 @@ export function writeSend(batch: FrameBatch, ref: number, channel: string, messa
   batch.endFrame();
 }
 
-/** Writes `[DELIVER, sub, tag, messageId, destination, nbRequeues, body, created]` as one frame. */
+/** Why and where from a dead-lettered message came: the 9th element of its DELIVER frames. */
+export interface DeadLetterInfo {
+  reason: "requeueLimit" | "overflow" | "ttl";
+  /** The channel the message was sent to (`endpoint/version/id`). */
+  channel: string;
+  messageId: string;
+  deliveries: number;
+}
+
+/**
+ * Writes `[DELIVER, sub, tag, messageId, destination, nbRequeues, body, created]` as one frame,
+ * with a 9th element, `deadLetter`, for a message of a dead-letter queue.
+ */
 export function writeDeliver(
   batch: FrameBatch,
   sub: number,
@@ -33,9 +46,10 @@ export function writeDeliver(
   nbRequeues: number,
   body: Uint8Array,
   created: number,
+  deadLetter: DeadLetterInfo | null = null,
 ): void {
   batch.beginFrame();
-  batch.arrayHeader(8);
+  batch.arrayHeader(deadLetter === null ? 8 : 9);
   batch.uint(OP.DELIVER);
   batch.uint(sub);
   batch.uint(tag);
@@ -44,6 +58,7 @@ export function writeDeliver(
   batch.uint(nbRequeues);
   batch.bytes(body);
   batch.uint(created);
+  if (deadLetter !== null) batch.encoded(encode(deadLetter));
   batch.endFrame();
 }
 
@@ -67,6 +82,8 @@ export interface DeliverFields {
   nbRequeues: number;
   body: Uint8Array;
   created: number;
+  /** Set for a message of a dead-letter queue: where it came from. */
+  deadLetter?: DeadLetterInfo;
 }
 
 
@@ -109,13 +126,14 @@ function begin(frame: Uint8Array, start: number, end: number): void {
 }
 
 /**
- * Reads the 8-element DELIVER frame that `writeDeliver` writes, from `frame[start, end)` (a frame
- * inside a larger chunk is read in place). Returns undefined for anything else (a dead letter's
- * 9th element, another encoder's choices), and the caller then uses the generic decoder. Every
- * read is bounds-checked; nothing here throws.
+ * Reads the DELIVER frame that `writeDeliver` writes, from `frame[start, end)` (a frame inside a
+ * larger chunk is read in place); a dead letter's 9th element is read by the generic decoder.
+ * Returns undefined for anything else (another encoder's choices, a malformed frame), and the
+ * caller then uses the generic decoder. Every read is bounds-checked; nothing here throws.
  */
 export function readDeliver(frame: Uint8Array, start = 0, end = frame.length): DeliverFields | undefined {
-  if (end - start < 3 || frame[start] !== 0x88 || frame[start + 1] !== 0x18 || frame[start + 2] !== OP.DELIVER) {
+  const header = frame[start];
+  if (end - start < 3 || (header !== 0x88 && header !== 0x89) || frame[start + 1] !== 0x18 || frame[start + 2] !== OP.DELIVER) {
     return undefined;
   }
   begin(frame, start + 3, end);
@@ -133,8 +151,39 @@ export function readDeliver(frame: Uint8Array, start = 0, end = frame.length): D
   if (nbRequeues < 0 || bodyLength < 0 || at + bodyLength > limit) return undefined;
   const body = frame.subarray(at, at += bodyLength);
   const created = readHead(0);
-  if (created < 0 || at !== limit) return undefined;
-  return { sub, tag, messageId, destination, nbRequeues, body, created };
+  if (created < 0) return undefined;
+  if (header === 0x88) return at === limit ? { sub, tag, messageId, destination, nbRequeues, body, created } : undefined;
+  const deadLetter = readDeadLetter(frame.subarray(at, limit));
+  return deadLetter === undefined ? undefined : { sub, tag, messageId, destination, nbRequeues, body, created, deadLetter };
+}
+
+/** The 9th element of a dead letter's DELIVER: a map of four fields, or undefined when it is not. */
+function readDeadLetter(bytes: Uint8Array): DeadLetterInfo | undefined {
+  let value: unknown;
+  try {
+    value = decode(bytes);
+  } catch {
+    return undefined;
+  }
+  const info = value as DeadLetterInfo | null;
+  if (typeof info !== "object" || info === null) return undefined;
+  const valid = typeof info.channel === "string" && typeof info.messageId === "string" && typeof info.deliveries === "number" &&
+    (info.reason === "requeueLimit" || info.reason === "overflow" || info.reason === "ttl");
+  return valid ? { reason: info.reason, channel: info.channel, messageId: info.messageId, deliveries: info.deliveries } : undefined;
+}
+
+/**
+ * The operation of a frame `[op, …]` (any array head, definite or not, then an unsigned op), read
+ * without decoding it; -1 when the frame does not start that way (the generic decoder then names
+ * what is wrong).
+ */
+export function peekOp(frame: Uint8Array, start = 0, end = frame.length): number {
+  if (start >= end) return -1;
+  begin(frame, start, end);
+  const first = frame[start]!;
+  if (first === 0x9f) at++; // indefinite-length array
+  else if (readHead(4) < 1) return -1;
+  return readHead(0);
 }
 
 /** A SEND frame read without the generic decoder. */

@@ -3,32 +3,29 @@
  * routes what sessions ask for. No sockets here (tcp.ts) and no timers of its own: the server
  * calls `tick()`, so the whole engine can be driven by tests with an injected clock.
  */
-import { KittenError, parseChannel, queueName } from "../protocol/mod.ts";
-import type { AppendOp } from "../protocol/peer_ops.ts";
-import { join } from "node:path";
+import { KittenError, queueName } from "../protocol/mod.ts";
 import { Cluster } from "./cluster/cluster.ts";
 import { registerClusterGauges } from "./cluster/metrics.ts";
 import { channelSettings, type Config, durableKey } from "./config/config.ts";
-import { RecentIds } from "./dedup.ts";
 import { type CompiledSchema, compileSchemas } from "./schema/schema.ts";
-import { encode } from "../protocol/cbor.ts";
-import { decodeBody } from "../protocol/body.ts";
-import { copyBytes } from "../protocol/bytes.ts";
-import { verifyHelloToken } from "./security/auth.ts";
-import { KeyRegistry } from "./security/pinning.ts";
-import { type ClientGrants, compileRules, ExclusiveOwners, notAllowed, type Rules } from "./security/rules.ts";
+import { Authenticator } from "./security/authenticator.ts";
+import type { KeyRegistry } from "./security/pinning.ts";
+import { compileRules, ExclusiveOwners, notAllowed, type Rules } from "./security/rules.ts";
 import type { AuthProof } from "../protocol/ops.ts";
 import { Logger } from "./log.ts";
-import { groupKeyOf, Handler, type HandlerKind, Message } from "./queue/message.ts";
-import { type DeadReason, Queue } from "./queue/queue.ts";
+import { groupKeyOf, Handler, type HandlerKind } from "./queue/message.ts";
+import { Queue } from "./queue/queue.ts";
+import { Intake } from "./intake.ts";
 import { Stats } from "./stats/stats.ts";
-import { canPage, type PagingStore, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
-import type { Snapshot, SnapshotEntry } from "./cluster/replica.ts";
+import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import { snapshotOf } from "./cluster/snapshot.ts";
+import { DeadLetters } from "./dead_letters.ts";
+import { conform, Routes } from "./routes.ts";
 import { Pager } from "./queue/pager.ts";
 import { DiskFloor } from "./store/disk_floor.ts";
-import type { DurableMode } from "./store/store.ts";
 import type { Copy } from "./queue/message.ts";
-import type { Session } from "./session.ts";
+import type { Peer } from "./peer.ts";
+export { PEER_KEYS_FOLDER } from "./security/authenticator.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -37,107 +34,83 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
-/** Where, under `registeredClientsPath`, the keys of peer brokers are pinned. */
-export const PEER_KEYS_FOLDER = "peers";
+/** What `send` needs to know of the sender: a connection, or the admin API publishing. */
+export type Sender = Pick<Peer, "clientId" | "grants">;
 
-/** Paged rows read from the store per step of a replica's snapshot. */
-const SNAPSHOT_PAGE = 2_000;
-
-/** How soon a dead letter the store refused is written again. */
-const DEAD_LETTER_RETRY_MS = 500;
-
-/** What `send` needs to know of the sending connection. */
-export interface Sender {
-  readonly clientId: string;
-  readonly grants: ClientGrants;
-}
-
-interface Route {
-  endpoint: string;
-  version: string;
-  destination: string;
-  queue: Queue;
-  /** The queue's format, when its channel entry has a `map`. */
-  schema: CompiledSchema | undefined;
-}
+/** What may be read of the exclusive claims from outside (the admin API, tests). */
+export type ExclusiveClaims = Pick<ExclusiveOwners, "ownerOf" | "size">;
 
 /**
- * Checks a body against its channel's format: only channels with a `map` pay for a decode.
- * Returns the body consumers receive: unchanged, or re-encoded when converters changed values.
+ * Sessions reach the broker through a narrow surface: `attach`/`detach` a connection,
+ * `markDirty` when it has frames to write, and the operations it dispatches (send, subscribe,
+ * authenticate, ...). The broker knows a session only as a `Peer`; its own state (config, rules,
+ * connections, flags) is written here and nowhere else.
  */
-function conform(schema: CompiledSchema, channel: string, queue: string, body: Uint8Array): Uint8Array {
-  let value: unknown;
-  try {
-    value = decodeBody(body);
-  } catch (error) {
-    throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the body is not CBOR: ${(error as Error).message}`);
-  }
-  const result = schema.validate(value);
-  if (!result.ok) {
-    const first = result.issues[0]!;
-    throw new KittenError(
-      "BAD_FORMAT",
-      `Cannot send to "${channel}": the message does not match the format of "${queue}": ` +
-        `${result.issues.length} issue(s), first: ${first.field || "(message)"} ${first.error}`,
-      result.issues,
-    );
-  }
-  return result.value === value ? body : encode(result.value);
-}
-
 export class Broker {
-  config: Config;
+  #config: Config;
   readonly now: () => number;
   readonly log: Logger;
   readonly store: Store | null;
   readonly stats: Stats;
   readonly queues = new Map<string, Queue>();
-  readonly sessions = new Set<Session>();
-  /** Sessions with frames waiting to be written; flushed once per burst of input. */
-  readonly dirty = new Set<Session>();
+  readonly #sessions = new Set<Peer>();
+  /** Connections with frames waiting to be written; flushed once per burst of input. */
+  readonly #dirty = new Set<Peer>();
   /** Role, epoch, replication and election: what several brokers need (cluster/). */
   readonly cluster: Cluster;
   /** Compiled channel formats by queue name, replaced whole on reload. */
-  schemas: Map<string, CompiledSchema>;
+  #schemas: Map<string, CompiledSchema>;
   /** Compiled `config.rules`, replaced whole on reload. */
-  rules: Rules;
-  /** Pinned public keys (`registeredClientsPath`). */
-  registry: KeyRegistry;
-  /**
-   * Pinned public keys of peer brokers (`<registeredClientsPath>/peers`): apart from the clients',
-   * so that a client that takes a peer's serviceId as its id first can never pass for that peer.
-   */
-  peerRegistry: KeyRegistry;
+  #rules: Rules;
+  /** Pinned keys of clients and peers, and the proof checked at hello. */
+  readonly #auth: Authenticator;
   /** Owners of ids read through exclusive (`!`) rules. */
-  readonly exclusive = new ExclusiveOwners();
-  /** True while the server closes every connection to stop (see Session.closed()). */
-  shuttingDown = false;
+  readonly #exclusive = new ExclusiveOwners();
+  /** True while the server closes every connection to stop (see Session.tearDown()). */
+  #shuttingDown = false;
   /** True after soft-stop started: new connections and sends are refused. */
-  stopping = false;
-  /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
-  readonly #recentIds = new RecentIds();
-  /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
-  readonly #storing = new Map<string, Message>();
-  #seq = 0;
+  #stopping = false;
+  /** How accepted messages enter the queues (numbering, storing, dedup of resends). */
+  readonly #intake: Intake;
   #handlerSeq = 0;
-  /** Parsed channel names and their queue: senders reuse a handful, parsing each once is enough. */
-  readonly #routes = new Map<string, Route>();
+  readonly #routes: Routes;
+  readonly #deadLetters: DeadLetters;
   /** Pages durable queues beyond their memory budget to the store (null: a store that cannot page, or none). */
   readonly #pager: Pager | null;
   /** Free space of the data directory's disk against `minFreeDiskBytes` (null without a store). */
   readonly disk: DiskFloor | null;
 
   constructor(config: Config, options: BrokerOptions = {}) {
-    this.config = config;
+    this.#config = config;
     this.now = options.now ?? Date.now;
     this.log = options.logger ?? new Logger(config.logLevel);
     this.store = options.store ?? null;
     this.stats = new Stats(this.now());
-    this.rules = compileRules(config.rules);
-    this.schemas = compileSchemas(config.channels).schemas;
-    this.registry = new KeyRegistry(config.registeredClientsPath);
-    this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
+    this.#rules = compileRules(config.rules);
+    this.#schemas = compileSchemas(config.channels).schemas;
+    this.#auth = new Authenticator(config.registeredClientsPath, this.log);
+    this.#routes = new Routes((name) => this.queue(name), () => this.#schemas);
     const broker = this;
+    this.#deadLetters = new DeadLetters({
+      get config() {
+        return broker.config;
+      },
+      get isMaster() {
+        return broker.isMaster;
+      },
+      get shuttingDown() {
+        return broker.shuttingDown;
+      },
+      log: this.log,
+      now: () => this.now(),
+      queue: (name) => this.queue(name),
+      nextSeq: () => this.#intake.nextSeq(),
+      storeFor: (queue) => this.#storeFor(queue),
+      replicate: (message) => this.cluster.replication.append(message),
+      publishStored: (queue, message) => {
+        if (!this.#intake.paged(queue, message)) queue.publish(message);
+      },
+    });
     this.cluster = new Cluster({
       get config() {
         return broker.config;
@@ -147,24 +120,123 @@ export class Broker {
       log: this.log,
       now: () => this.now(),
       announceRole: () => this.#announceRole(),
-      snapshot: () => this.#snapshot(),
-      acceptReplica: (op, generation) => this.#acceptReplica(op, generation),
-      nextSeq: () => this.#seq,
+      snapshot: () => snapshotOf(this.queues.values(), this.#intake.storing(), this.store),
+      acceptReplica: (op, generation) => this.#intake.replica(op, generation),
+      nextSeq: () => this.#intake.seq,
       // Paged messages the master removed: read on past the budget to reach them (Pager.starving()).
       removalsWaiting: () => {
         for (const queue of this.queues.values()) if (queue.backlog.count > 0) this.#pager?.starving(queue);
       },
     });
     registerClusterGauges(this.stats, this.cluster);
+    this.#intake = new Intake({
+      store: this.store,
+      cluster: this.cluster,
+      log: this.log,
+      counters: this.stats.counters,
+      queue: (name) => this.queue(name),
+      pager: () => this.#pager,
+    });
     this.#pager = canPage(this.store)
       ? new Pager(this.store, {
         log: this.log,
         queue: (name) => this.queue(name),
-        admit: (queue, record, recovered) => this.#admit(queue, record, recovered),
+        admit: (queue, record, recovered) => this.#intake.admit(queue, record, recovered),
         flush: () => this.flush(),
       })
       : null;
     this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
+  }
+
+  get config(): Config {
+    return this.#config;
+  }
+
+  /** The compiled rules in force. */
+  get rules(): Rules {
+    return this.#rules;
+  }
+
+  /** Pinned public keys of clients (`registeredClientsPath`). */
+  get registry(): KeyRegistry {
+    return this.#auth.clients;
+  }
+
+  /** Ids claimed through exclusive (`!`) rules, for reading. */
+  get exclusive(): ExclusiveClaims {
+    return this.#exclusive;
+  }
+
+  /** The open connections (clients and peers), for reading. */
+  get sessions(): ReadonlySet<Peer> {
+    return this.#sessions;
+  }
+
+  /** True after soft-stop started: new connections and sends are refused. */
+  get stopping(): boolean {
+    return this.#stopping;
+  }
+
+  /** True while the server closes every connection to stop: their deliveries are not failures. */
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+
+  /** A connection opened: it counts against `maxConnections` and hears role announcements. */
+  attach(peer: Peer): void {
+    this.#sessions.add(peer);
+  }
+
+  /** A connection is gone. */
+  detach(peer: Peer): void {
+    this.#sessions.delete(peer);
+    this.#dirty.delete(peer);
+  }
+
+  /** A connection has frames to write: written at the next `flush()`, once per burst. */
+  markDirty(peer: Peer): void {
+    this.#dirty.add(peer);
+  }
+
+  /**
+   * Soft-stop begins: new connections and sends are refused, and every client is told so (it
+   * keeps its sends for the next broker it reaches).
+   */
+  stopAccepting(): void {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    for (const session of this.#sessions) session.announceStopping();
+    this.flush();
+  }
+
+  /** The server is closing every connection to stop: their in-flight copies stay stored as they are. */
+  beginShutdown(): void {
+    this.#shuttingDown = true;
+  }
+
+  /**
+   * Claims, for `clientId`, ids an exclusive (`!`) rule covers: all or none. Returns the first
+   * id another client owns, or null when every one is now claimed.
+   */
+  claimExclusive(queue: string, ids: readonly string[], clientId: string): string | null {
+    return this.#exclusive.claimAll(queue, ids, clientId);
+  }
+
+  /** Gives back one exclusive claim of `clientId`. */
+  unclaimExclusive(clientId: string, queue: string, id: string): void {
+    this.#exclusive.unclaim(clientId, queue, id);
+  }
+
+  /** Counts acks and nacks settled by clients. */
+  countAcked(count: number): void {
+    this.stats.counters.acked += count;
+  }
+
+  /** Counts a delivery written to a client, and samples its send-to-deliver latency. */
+  countDelivered(copy: Copy): void {
+    const stats = this.stats;
+    stats.counters.sent++;
+    if (copy.deliveries === 1 && stats.deliverSampler.hit()) stats.sendDeliver.observe((this.now() - copy.message.created) / 1000);
   }
 
   /** Master and not fenced: only then does the broker deliver and confirm sends as master. */
@@ -193,8 +265,8 @@ export class Broker {
 
   /** Tells every client the current role and epoch; a new master starts delivering. */
   #announceRole(): void {
-    for (const session of this.sessions) session.announceRole();
-    if (this.isMaster) for (const session of this.sessions) session.pumpAll();
+    for (const session of this.#sessions) session.announceRole();
+    if (this.isMaster) for (const session of this.#sessions) session.pumpAll();
     this.flush();
   }
 
@@ -220,17 +292,11 @@ export class Broker {
     // or a store that refuses the epoch (STORE_UNAVAILABLE), leaves the broker as it was.
     const promotedEpoch = this.cluster.checkReload(config, options.force === true);
     if (promotedEpoch !== null) this.store?.setMeta("epoch", promotedEpoch);
-    this.config = config;
-    this.rules = rules;
-    this.schemas = schemas;
+    this.#config = config;
+    this.#rules = rules;
+    this.#schemas = schemas;
     this.#routes.clear(); // routes cache each queue's schema
-    if (config.registeredClientsPath !== this.registry.directory) {
-      this.registry = new KeyRegistry(config.registeredClientsPath);
-      this.peerRegistry = new KeyRegistry(join(config.registeredClientsPath, PEER_KEYS_FOLDER));
-    } else {
-      this.registry.forget();
-      this.peerRegistry.forget();
-    }
+    this.#auth.reload(config.registeredClientsPath);
     this.log.minLevel = config.logLevel;
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
@@ -248,7 +314,7 @@ export class Broker {
     if (!queue) {
       queue = new Queue(name, channelSettings(this.config, name), {
         now: this.now,
-        onDead: (copy, reason) => this.#onDead(copy, reason),
+        onDead: (copy, reason) => this.#deadLetters.dead(queue!, copy, reason),
         onDelivered: (copy) => {
           this.#storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
         },
@@ -272,15 +338,15 @@ export class Broker {
    * without being queued twice: the sender resent it after a reconnect.
    */
   send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
-    if (this.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const { endpoint, version, destination, queue, schema } = this.#route(channelName);
-    if (!this.rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
+    if (this.#stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
+    const { endpoint, version, destination, queue, schema } = this.#routes.of(channelName);
+    if (!this.#rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
       throw notAllowed(sender.clientId, "send", channelName);
     }
-    // A resend of an accepted message is confirmed before anything is paid for it (its format was checked the first time).
-    if (this.#recentIds.has(messageId)) return;
-    const storing = this.#storing.get(messageId)?.commit;
-    if (storing) return storing; // the same message is being committed: confirm it with that commit
+    // A resend of an accepted message is confirmed before anything is paid for it (its format
+    // was checked the first time); one being committed is confirmed with that commit.
+    const resent = this.#intake.resent(messageId);
+    if (resent !== false) return resent === true ? undefined : resent;
     if (schema) body = conform(schema, channelName, queue.name, body);
     const held = queue.live + queue.backlog.count;
     if (held >= queue.settings.maxMessagesPerQueue) {
@@ -292,133 +358,15 @@ export class Broker {
     if (this.disk?.low && queue.settings.durability !== "memory") throw this.disk.refusal(channelName);
     const master = this.isMaster;
     if (master) this.cluster.replication.checkReplicas(channelName);
-    // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
-    const message = new Message(messageId, queue.name, destination, copyBytes(body), this.now(), this.#seq++);
+    const message = this.#intake.create(messageId, queue, destination, body, this.now());
     // Replicas store it while this broker does: the two commits overlap.
     const index = master ? this.cluster.replication.append(message) : 0;
-    const stored = this.#store(queue, message);
+    const stored = this.#intake.store(queue, message);
     const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
     if (replicated === undefined) return stored;
     // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
     replicated.catch(() => {});
     return stored === undefined ? replicated : stored.then(() => replicated);
-  }
-
-  /**
-   * Stores (when durable) and queues a message. Returns a promise while its commit runs; a resend
-   * meanwhile shares it. A refused commit is streamed to slaves as removed.
-   */
-  #store(queue: Queue, message: Message): void | Promise<void> {
-    const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
-    if (stored === undefined) {
-      this.#accept(queue, message);
-      return;
-    }
-    const messageId = message.id;
-    // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
-    const committed = stored.then(
-      () => {
-        this.#storing.delete(messageId);
-        message.commit = null;
-        this.#accept(queue, message);
-      },
-      (error) => {
-        this.#storing.delete(messageId);
-        message.commit = null;
-        if (this.isMaster) this.cluster.replication.remove(messageId);
-        throw error;
-      },
-    );
-    message.commit = committed;
-    this.#storing.set(messageId, message);
-    return committed;
-  }
-
-  #accept(queue: Queue, message: Message): void {
-    this.#recentIds.add(message.id);
-    this.stats.counters.received++;
-    if (this.#paged(queue, message)) return;
-    if (!this.isMaster) this.cluster.mirror.track(message);
-    queue.publish(message);
-    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
-  }
-
-  /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
-  #paged(queue: Queue, message: Message): boolean {
-    return this.#pager !== null && queue.settings.durability !== "memory" && this.#pager.page(queue, message);
-  }
-
-  /** Puts a message read back from the store (paged, or stored before this start) into its queue. */
-  #admit(queue: Queue, record: StoredMessage, recovered: boolean): void {
-    const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
-    // The message stands for its row from now on (the store reads `position`): the record is not kept.
-    message.position = record.position;
-    message.deliveries = record.deliveries ?? 0;
-    message.deadLetter = record.deadLetter ?? null;
-    this.#recentIds.add(record.id);
-    if (!this.isMaster) this.cluster.mirror.track(message);
-    queue.admit(message, recovered);
-    if (!this.isMaster) this.cluster.mirror.accepted(queue, message);
-  }
-
-  /**
-   * A slave stores a message its master streamed (snapshot or live). No rules, format or bound:
-   * the master checked them. A message held already is only marked as listed by the snapshot.
-   */
-  #acceptReplica(op: AppendOp, generation: number): void | Promise<void> {
-    const [, , id, queueName, destination, body, created, deliveries, deadLetter] = op;
-    const held = this.cluster.mirror.get(id);
-    if (held) {
-      held.syncGeneration = generation;
-      return;
-    }
-    const storing = this.#storing.get(id)?.commit;
-    if (storing) {
-      return storing.then(() => {
-        const message = this.cluster.mirror.get(id);
-        if (message) message.syncGeneration = generation;
-      });
-    }
-    // Held on disk only (paged): stored already, nothing to add.
-    if (canPage(this.store) && this.store.holds(id)) return;
-    const message = new Message(id, queueName, destination, copyBytes(body), created, this.#seq++);
-    message.deliveries = deliveries;
-    message.deadLetter = deadLetter;
-    message.syncGeneration = generation;
-    return this.#store(this.queue(queueName), message);
-  }
-
-  /**
-   * Every message this broker holds, for a replica: those in memory and those being stored, in
-   * arrival order, then each durable queue's paged ones, read from the store page by page as the
-   * replica takes them. A paged queue lists the rows from where its paged messages started, as
-   * many as it had then (rows added since come through the live stream as well: the replica
-   * recognises them).
-   */
-  #snapshot(): Snapshot {
-    const inMemory = new Set<Message>();
-    for (const queue of this.queues.values()) for (const copy of queue.liveCopies()) inMemory.add(copy.message);
-    for (const message of this.#storing.values()) inMemory.add(message);
-    const messages = [...inMemory].sort((a, b) => a.seq - b.seq);
-    const store = this.store;
-    const paged = canPage(store)
-      ? [...this.queues.values()].filter((q) => q.backlog.count > 0).map((q) => ({ name: q.name, from: q.backlog.from, count: q.backlog.count }))
-      : [];
-    function* entries(): Generator<SnapshotEntry> {
-      yield* messages;
-      for (const queue of paged) {
-        let from = queue.from;
-        let left = queue.count;
-        while (left > 0) {
-          const rows = (store as PagingStore).readQueue(queue.name, from, Math.min(left, SNAPSHOT_PAGE));
-          if (rows.length === 0) break;
-          yield* rows;
-          left -= rows.length;
-          from = rows.at(-1)!.position! + 1;
-        }
-      }
-    }
-    return { count: messages.length + paged.reduce((sum, q) => sum + q.count, 0), entries: entries() };
   }
 
   /**
@@ -458,28 +406,17 @@ export class Broker {
   }
 
   /**
-   * Puts back messages in memory, in arrival order (a store that cannot page, at start; or
-   * messages a peer sent): every one that was not acked (waiting, ready or in flight). They are
-   * not paged: the caller bounds how many it gives.
+   * Puts back messages in memory, in arrival order, unpaged: a store that cannot page, at start
+   * (every message not acked), or messages a peer sent.
    */
   restore(records: Iterable<StoredMessage>): void {
-    let restored = 0;
-    for (const record of records) {
-      const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
-      message.record = record;
-      message.deliveries = record.deliveries ?? 0;
-      message.deadLetter = record.deadLetter ?? null;
-      this.#recentIds.add(record.id);
-      if (!this.isMaster) this.cluster.mirror.track(message);
-      this.queue(record.queue).restore(message);
-      restored++;
-    }
+    const restored = this.#intake.restore(records);
     if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
   }
 
   /** Creates a handler for a listen/consume registration (the session validated the channel). */
   subscribe(
-    session: Session,
+    session: Peer,
     kind: HandlerKind,
     sub: number,
     endpoint: string,
@@ -515,9 +452,9 @@ export class Broker {
   flush(): void {
     if (this.isMaster) this.cluster.replication.flush();
     // A flush may let a paused session take more deliveries, which makes it dirty again.
-    while (this.dirty.size > 0) {
-      const sessions = [...this.dirty];
-      this.dirty.clear();
+    while (this.#dirty.size > 0) {
+      const sessions = [...this.#dirty];
+      this.#dirty.clear();
       for (const session of sessions) {
         // One session's bug must not strand the answers of the sessions after it.
         try {
@@ -535,95 +472,11 @@ export class Broker {
    * a race between two first connections gets KEY_MISMATCH).
    */
   async authenticate(clientId: string, nonce: string, proof: AuthProof, peer = false): Promise<void> {
-    const { serviceId } = this.config;
-    const registry = peer ? this.peerRegistry : this.registry;
-    const pinned = await registry.get(clientId);
-    if (pinned !== null) {
-      await registry.pin(clientId, proof.publicKey); // KEY_MISMATCH names the problem better than a bad signature
-      await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: pinned, clientId });
-      return;
-    }
-    // A broker listed in cluster.peers is accepted by that listing; rules are for clients.
-    if (!peer && !this.rules.accepts(clientId)) {
-      throw new KittenError("UNKNOWN_CLIENT", `Cannot accept client "${clientId}": no rule's client matches this new id`);
-    }
-    await verifyHelloToken({ token: proof.token, nonce, serviceId, publicKeyPem: proof.publicKey, clientId });
-    if (await registry.pin(clientId, proof.publicKey) === "pinned") {
-      this.log.info("auth", `${peer ? "peer" : "client"}=${clientId};public key pinned`);
-    }
+    await this.#auth.authenticate(this.#config, this.#rules, clientId, nonce, proof, peer);
   }
 
   /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */
   #storeFor(queue: Queue): Store | null {
     return queue.settings.durability === "memory" ? null : this.store;
-  }
-
-  #route(name: string): Route {
-    let route = this.#routes.get(name);
-    if (route) return route;
-    const channel = parseChannel(name, "Cannot send to");
-    route = {
-      endpoint: channel.endpoint,
-      version: channel.version,
-      destination: channel.id,
-      queue: this.queue(queueName(channel.endpoint, channel.version)),
-      schema: this.schemas.get(queueName(channel.endpoint, channel.version)),
-    };
-    if (this.#routes.size >= 10_000) this.#routes.clear();
-    this.#routes.set(name, route);
-    return route;
-  }
-
-  /**
-   * A copy died (requeue limit, overflow or ttl): it is logged and, when its channel names a
-   * `deadLetter` queue, re-published there with its original body and where it came from.
-   */
-  #onDead(copy: Copy, reason: DeadReason): void {
-    const message = copy.message;
-    const target = channelSettings(this.config, message.queue).deadLetter;
-    this.log.warn(
-      "queue",
-      `queue=${message.queue};id=${copy.destination};messageId=${message.id};deliveries=${copy.deliveries};` +
-        `reason=${reason};deadLetter=${target ?? "none"};message dead`,
-    );
-    if (target === null) return;
-    const queue = this.queue(target);
-    if (queue.live + queue.backlog.count >= queue.settings.maxMessagesPerQueue) {
-      this.log.error("queue", `queue=${target};messageId=${message.id};dead-letter queue full;message dropped`);
-      return;
-    }
-    const dead = new Message(`${message.id}~${this.#seq}`, target, copy.destination, message.body, this.now(), this.#seq++);
-    dead.deadLetter = {
-      reason,
-      channel: `${message.queue}/${copy.destination}`,
-      messageId: message.id,
-      deliveries: copy.deliveries,
-    };
-    const store = this.#storeFor(queue);
-    if (this.isMaster) this.cluster.replication.append(dead);
-    if (!store) return queue.publish(dead);
-    const publish = () => {
-      if (!this.#paged(queue, dead)) queue.publish(dead);
-    };
-    // The original stays stored until its dead letter is: while that write fails it is retried,
-    // and the original is kept (recovered at the next start) rather than lost between two queues.
-    const origin = this.queues.get(message.queue)!;
-    origin.hold(message);
-    const write = async (): Promise<void> => {
-      try {
-        await store.append(dead, queue.settings.durability as DurableMode);
-      } catch (error) {
-        this.log.error("queue", `messageId=${message.id};dead letter not stored, original kept, retrying: ${error}`);
-        if (!this.shuttingDown) setTimeout(run, DEAD_LETTER_RETRY_MS);
-        return;
-      }
-      publish();
-      origin.release(message);
-    };
-    // Off the socket callback: a throw here must be logged, not become an unhandled rejection.
-    const run = () => {
-      write().catch((error) => this.log.failure("queue", `messageId=${message.id};dead letter`, error));
-    };
-    run();
   }
 }

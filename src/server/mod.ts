@@ -8,6 +8,7 @@ export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWar
 export type { Queue } from "./queue/queue.ts";
 export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue/view.ts";
 export type { Session } from "./session.ts";
+export type { Peer } from "./peer.ts";
 export { Logger, memoryLogger } from "./log.ts";
 export type { ClusterStatus } from "./cluster/cluster.ts";
 export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./stats/history.ts";

@@ -149,10 +149,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     },
     async softStop(graceMs) {
       if (!broker.stopping) {
-        broker.stopping = true;
-        // Clients keep their sends from now on and send them again to the next broker they reach.
-        for (const session of broker.sessions) session.announceStopping();
-        broker.flush();
+        broker.stopAccepting();
         broker.log.info("broker", `soft stop: new connections and sends refused;waiting up to ${graceMs} ms for in-flight deliveries`);
         await broker.cluster.resign().catch((error) => broker.log.warn("cluster", `cannot resign: ${error.message}`));
       }
@@ -167,7 +164,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         clearInterval(timer);
         // Connections closing now are the broker's doing, not failed deliveries: their in-flight
         // copies stay stored as they are (redelivered after a restart), uncounted.
-        broker.shuttingDown = true;
+        broker.beginShutdown();
         listener.stop(true);
         await broker.cluster.stop();
         await broker.store?.close();

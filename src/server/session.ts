@@ -10,7 +10,6 @@ import {
   checkAckMirror,
   checkAuth,
   checkFence,
-  checkChannelParts,
   checkHello,
   checkIds,
   checkNack,
@@ -21,48 +20,30 @@ import {
   checkSubscribe,
   checkUnsubscribe,
   decode,
-  encode,
-  FrameBatch,
   FrameDecoder,
   isFatal,
   KittenError,
   OP,
   opOf,
+  peekOp,
   readSend,
   refOf,
   validateClientId,
   writeDeliver,
-  writeOk,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./security/auth.ts";
 import { collectAfterRefusal } from "./collector.ts";
-import { type Action, type ClientGrants, exclusiveTaken, notAllowed, type Rules } from "./security/rules.ts";
-import { type Copy, type DeliverySink, groupKeyOf, type Handler } from "./queue/message.ts";
-import type { Queue } from "./queue/queue.ts";
+import type { ClientGrants, Rules } from "./security/rules.ts";
+import { type Copy, groupKeyOf, type Handler } from "./queue/message.ts";
+import type { Peer, SessionState } from "./peer.ts";
+export type { SessionState } from "./peer.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
+import { Registrations } from "./registrations.ts";
+import { type Connection, Outbox } from "./outbox.ts";
 
-/** The socket side of a session (Bun's socket in tcp.ts; a fake in unit tests). */
-export interface Connection {
-  /** Writes what it can and returns the number of bytes accepted (-1 or 0 when closed/full). */
-  write(bytes: Uint8Array): number;
-  /** Closes after pending bytes are sent. */
-  end(): void;
-  readonly remoteAddress: string;
-  /** Stops reading from the socket (the peer then meets TCP backpressure) until `resume()`. */
-  pause?(): void;
-  resume?(): void;
-  /** Closes at once, dropping what is not sent (a reset). */
-  terminate?(): void;
-}
-
-interface Registration {
-  handler: Handler;
-  queue: Queue;
-  /** Ids this registration owns through an exclusive (`!`) rule; released when it goes. */
-  claims: Set<string>;
-}
+export type { Connection } from "./outbox.ts";
 
 /**
  * Largest frame accepted before `welcome`. Handshake frames (hello with a client id and token,
@@ -72,6 +53,15 @@ interface Registration {
  */
 export const HANDSHAKE_MAX_FRAME_SIZE = 16 * 1024;
 
+/** Decodes a whole frame with the generic decoder; BAD_FRAME when it is not CBOR. */
+function decodeFrame(data: Uint8Array, start: number, end: number): unknown[] {
+  try {
+    return decode(data.subarray(start, end)) as unknown[];
+  } catch (error) {
+    throw new KittenError("BAD_FRAME", `Cannot decode frame: ${(error as Error).message}`);
+  }
+}
+
 /**
  * Bytes that the connections not yet welcomed hold together (partial handshake frames), shared by
  * every session of one listener and bounded by `socketServer.maxUnauthenticatedBytes`.
@@ -80,13 +70,8 @@ export interface HandshakeBudget {
   held: number;
 }
 
-/**
- * hello → (challenge sent) auth → (token being verified) verifying → open → closed. Nothing
- * but the next handshake step is accepted before `open`.
- */
-export type SessionState = "hello" | "auth" | "verifying" | "open" | "closed";
 
-export class Session implements DeliverySink, ReplicaLink {
+export class Session implements Peer, ReplicaLink {
   clientId = "";
   /** A broker of `cluster.peers` (hello.peer): it may ask for the replication stream. */
   isPeer = false;
@@ -101,20 +86,10 @@ export class Session implements DeliverySink, ReplicaLink {
   readonly #broker: Broker;
   readonly #connection: Connection;
   readonly #decoder: FrameDecoder;
-  readonly #registrations = new Map<number, Registration>();
-  // Small at first: thousands of idle connections must not each hold a large buffer; it doubles as needed.
-  readonly #batch = new FrameBatch(1024);
-  #okRefs: number[] = [];
+  readonly #registrations: Registrations;
+  readonly #out: Outbox;
   /** Deliveries stopped because the outgoing bytes reached their bound. */
   #starved = false;
-  #unsent: Uint8Array[] = [];
-  #unsentBytes = 0;
-  /**
-   * Set while the unsent bytes are over `maxOutgoingBytes`: the socket is not read (replies to
-   * what a client sends count too, so a client that never reads cannot make the broker queue
-   * PONGs and OKs without bound), and the connection is reset with SLOW_CONSUMER when it fires.
-   */
-  #slowTimer: ReturnType<typeof setTimeout> | null = null;
   readonly #budget: HandshakeBudget;
   /** This session's share of `#budget.held`: its partial frame, until welcome. */
   #heldBeforeOpen = 0;
@@ -123,6 +98,17 @@ export class Session implements DeliverySink, ReplicaLink {
     this.#broker = broker;
     this.#connection = connection;
     this.#budget = budget;
+    this.#registrations = new Registrations(broker, this);
+    const session = this;
+    this.#out = new Outbox(connection, {
+      get config() {
+        return broker.config;
+      },
+      get isPeer() {
+        return session.isPeer;
+      },
+      slowConsumer: (unsentBytes) => this.#slowConsumer(unsentBytes),
+    });
     this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
 
@@ -178,30 +164,24 @@ export class Session implements DeliverySink, ReplicaLink {
   };
 
   #handle(data: Uint8Array, start: number, end: number): void {
-    // Sends, nearly every frame a broker reads, take the hand-written reader (hot_ops.ts), in place.
-    const send = this.state === "open" ? readSend(data, start, end) : undefined;
-    if (send !== undefined) {
-      try {
-        return this.#send(send.ref, send.channel, send.messageId, send.body);
-      } catch (error) {
-        return this.#fail(send.ref, error);
-      }
-    }
+    // Sends, nearly every frame a broker reads, are read in place without decoding the frame.
+    if (this.state === "open" && peekOp(data, start, end) === OP.SEND) return this.#handleSend(data, start, end);
     let value: unknown[] | null = null;
     try {
-      try {
-        value = decode(data.subarray(start, end)) as unknown[];
-      } catch (error) {
-        throw new KittenError("BAD_FRAME", `Cannot decode frame: ${(error as Error).message}`);
-      }
+      value = decodeFrame(data, start, end);
       const op = opOf(value);
       if (this.state !== "open") this.#checkHandshakeStep(op);
       switch (op) {
         case OP.HELLO: return this.#handleHello(value);
         case OP.AUTH: return this.#handleAuth(value);
-        case OP.SEND: return this.#handleSend(value);
-        case OP.ACK: return this.#handleAck(value);
-        case OP.NACK: return this.#handleNack(value);
+        case OP.ACK: {
+          const [, sub, tags] = checkAck(value);
+          return this.#registrations.ack(sub, tags);
+        }
+        case OP.NACK: {
+          const [, sub, tag, delay] = checkNack(value);
+          return this.#registrations.nack(sub, tag, delay);
+        }
         case OP.LISTEN: return this.#handleSubscribe(value, "listen");
         case OP.CONSUME: return this.#handleSubscribe(value, "consume");
         case OP.ADD_ID: return this.#handleIds(value, true);
@@ -303,9 +283,27 @@ export class Session implements DeliverySink, ReplicaLink {
     return this.#grants!;
   }
 
-  #handleSend(value: unknown[]): void {
-    const [, ref, channel, messageId, body] = checkSend(value);
-    this.#send(ref, channel, messageId, body);
+  /**
+   * A SEND frame: the hand-written reader (hot_ops.ts) takes what `writeSend` writes; the generic
+   * decoder reads another encoder's choices, and names what is wrong with a frame it refuses.
+   */
+  #handleSend(data: Uint8Array, start: number, end: number): void {
+    const send = readSend(data, start, end);
+    if (send !== undefined) {
+      try {
+        return this.#send(send.ref, send.channel, send.messageId, send.body);
+      } catch (error) {
+        return this.#fail(send.ref, error);
+      }
+    }
+    let value: unknown[] | null = null;
+    try {
+      value = decodeFrame(data, start, end);
+      const [, ref, channel, messageId, body] = checkSend(value);
+      this.#send(ref, channel, messageId, body);
+    } catch (error) {
+      this.#fail(Array.isArray(value) ? refOf(value) : null, error);
+    }
   }
 
   #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
@@ -326,98 +324,20 @@ export class Session implements DeliverySink, ReplicaLink {
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
     const [, ref, sub, endpoint, version, listed, prefetch] = checkSubscribe(value);
-    const ids = [...new Set(listed)]; // an id listed twice is one registration (and one exclusive claim)
-    checkChannelParts(endpoint, version, ids, kind === "listen" ? "Cannot listen to" : "Cannot consume");
-    if (this.#registrations.has(sub)) {
-      throw new KittenError("DUPLICATE_SUBSCRIPTION", `Cannot ${kind}: subscription ${sub} is already registered`);
-    }
-    const claims = this.#authorizeRead(kind, endpoint, version, ids);
-    const handler = this.#broker.subscribe(this, kind, sub, endpoint, version, ids, prefetch);
-    this.#registrations.set(sub, { handler, queue: this.#broker.queue(`${endpoint}/${version}`), claims });
+    this.#registrations.subscribe(kind, sub, endpoint, version, listed, prefetch);
     this.#confirm(ref);
-  }
-
-  /**
-   * Checks read rules for every id, then claims the ids an exclusive (`!`) rule covers, all or
-   * none. Returns the claimed ids; throws NOT_ALLOWED or EXCLUSIVE_TAKEN.
-   */
-  #authorizeRead(action: Action, endpoint: string, version: string, ids: readonly string[]): Set<string> {
-    const claims = new Set<string>();
-    if (this.#broker.rules.isOpen) return claims;
-    const grants = this.grants;
-    const exclusive: string[] = [];
-    let pattern = "";
-    for (const id of ids) {
-      if (!grants.canRead(endpoint, version, id)) throw notAllowed(this.clientId, action, `${endpoint}/${version}/${id}`);
-      const marked = grants.exclusivePattern(endpoint, version, id);
-      if (marked === null) continue;
-      exclusive.push(id);
-      pattern = marked;
-    }
-    if (exclusive.length === 0) return claims;
-    const queue = `${endpoint}/${version}`;
-    const refused = this.#broker.exclusive.claimAll(queue, exclusive, this.clientId);
-    if (refused !== null) {
-      this.#broker.log.warn("rules", `client=${this.clientId};queue=${queue};id=${refused};exclusive id already owned`);
-      throw exclusiveTaken(this.clientId, action, `${queue}/${refused}`, pattern);
-    }
-    for (const id of exclusive) claims.add(id);
-    return claims;
-  }
-
-  #release(registration: Registration, ids: Iterable<string>): void {
-    for (const id of ids) {
-      if (!registration.claims.delete(id)) continue;
-      this.#broker.exclusive.release(this.clientId, registration.queue.name, id);
-    }
   }
 
   #handleIds(value: unknown[], add: boolean): void {
     const [, ref, sub, listed] = checkIds(value);
-    const ids = [...new Set(listed)];
-    const registration = this.#registration(sub, add ? "add ids" : "remove ids");
-    const [endpoint, version] = registration.queue.name.split("/") as [string, string];
-    checkChannelParts(endpoint, version, ids, add ? "Cannot add id to" : "Cannot remove id from");
-    if (add) {
-      const fresh = ids.filter((id) => !registration.handler.ids.has(id));
-      for (const id of this.#authorizeRead("addId", endpoint, version, fresh)) registration.claims.add(id);
-      registration.queue.addIds(registration.handler, ids);
-    } else {
-      registration.queue.removeIds(registration.handler, ids);
-      this.#release(registration, ids);
-    }
+    this.#registrations.changeIds(sub, listed, add);
     this.#confirm(ref);
   }
 
   #handleUnsubscribe(value: unknown[]): void {
     const [, ref, sub] = checkUnsubscribe(value);
-    const registration = this.#registration(sub, "unsubscribe");
-    this.#registrations.delete(sub);
-    registration.queue.unsubscribe(registration.handler);
-    this.#release(registration, [...registration.claims]);
+    this.#registrations.unsubscribe(sub);
     this.#confirm(ref);
-  }
-
-  /** Acks name deliveries by tag; a tag no longer in flight (timed out, requeued) is ignored. */
-  #handleAck(value: unknown[]): void {
-    const [, sub, tags] = checkAck(value);
-    const registration = this.#registrations.get(sub);
-    if (!registration) return;
-    const { handler, queue } = registration;
-    for (const tag of tags) {
-      const copy = handler.inflight.get(tag);
-      if (copy) queue.ack(copy);
-    }
-    this.#broker.stats.counters.acked += tags.length;
-  }
-
-  #handleNack(value: unknown[]): void {
-    const [, sub, tag, delay] = checkNack(value);
-    const registration = this.#registrations.get(sub);
-    const copy = registration?.handler.inflight.get(tag);
-    if (!registration || !copy) return;
-    this.#broker.stats.counters.acked++;
-    registration.queue.nack(copy, delay);
   }
 
   /** A slave drops the copies the master's recipients acked (the client copies its acks here). */
@@ -453,13 +373,13 @@ export class Session implements DeliverySink, ReplicaLink {
   }
 
   get backlogBytes(): number {
-    return this.#unsentBytes + this.#batch.byteLength;
+    return this.#out.pendingBytes;
   }
 
   pushFramed(bytes: Uint8Array): void {
     if (this.state === "closed") return;
-    this.#batch.pushFramed(bytes);
-    this.#broker.dirty.add(this);
+    this.#out.batch.pushFramed(bytes);
+    this.#broker.markDirty(this);
   }
 
   fail(code: "REPLICA_TOO_SLOW", message: string): void {
@@ -483,22 +403,14 @@ export class Session implements DeliverySink, ReplicaLink {
 
   /** Fills every handler's free prefetch slots (the broker just became master). */
   pumpAll(): void {
-    for (const { handler, queue } of this.#registrations.values()) queue.pump(handler);
-  }
-
-  #registration(sub: number, action: string): Registration {
-    const registration = this.#registrations.get(sub);
-    if (!registration) {
-      throw new KittenError("UNKNOWN_SUBSCRIPTION", `Cannot ${action}: subscription ${sub} is not registered`);
-    }
-    return registration;
+    this.#registrations.pumpAll();
   }
 
   // ── outgoing ───────────────────────────────────────────────────────────────────────────────
 
   /** Bytes written to the socket buffer-side but not yet accepted by the kernel. */
   get unsentBytes(): number {
-    return this.#unsentBytes;
+    return this.#out.unsentBytes;
   }
 
   writable(): boolean {
@@ -506,40 +418,31 @@ export class Session implements DeliverySink, ReplicaLink {
     // Soft-stop lets deliveries in flight finish but starts no new ones.
     if (this.state === "closed" || !this.#broker.isMaster || this.#broker.stopping) return false;
     // The batch being filled counts too: a resumed reader must not get its whole backlog at once.
-    if (this.#unsentBytes + this.#batch.byteLength < this.#broker.config.socketServer.maxOutgoingBytes) return true;
+    if (this.#out.pendingBytes < this.#broker.config.socketServer.maxOutgoingBytes) return true;
     this.#starved = true;
     return false;
   }
 
   deliver(copy: Copy, handler: Handler): void {
     const message = copy.message;
-    if (message.deadLetter) {
-      this.#push([
-        OP.DELIVER, handler.sub, copy.tag, message.id, copy.destination, copy.deliveries - 1, message.body,
-        message.created, message.deadLetter,
-      ]);
-    } else {
-      writeDeliver(
-        this.#batch, handler.sub, copy.tag, message.id, copy.destination, copy.deliveries - 1, message.body,
-        message.created,
-      );
-      this.#broker.dirty.add(this);
-    }
-    const stats = this.#broker.stats;
-    stats.counters.sent++;
-    if (copy.deliveries === 1 && stats.deliverSampler.hit()) stats.sendDeliver.observe((this.#broker.now() - message.created) / 1000);
+    writeDeliver(
+      this.#out.batch, handler.sub, copy.tag, message.id, copy.destination, copy.deliveries - 1, message.body,
+      message.created, message.deadLetter,
+    );
+    this.#broker.markDirty(this);
+    this.#broker.countDelivered(copy);
   }
 
   #confirm(ref: number): void {
     if (this.state === "closed") return; // a commit that ended after the client left: nobody to tell
-    this.#okRefs.push(ref);
-    this.#broker.dirty.add(this);
+    this.#out.confirm(ref);
+    this.#broker.markDirty(this);
   }
 
   #push(op: unknown[]): void {
     if (this.state === "closed") return;
-    this.#batch.push(encode(op));
-    this.#broker.dirty.add(this);
+    this.#out.push(op);
+    this.#broker.markDirty(this);
   }
 
   #fail(ref: number | null, error: unknown): void {
@@ -556,21 +459,13 @@ export class Session implements DeliverySink, ReplicaLink {
       // only be copied into chunks to be dropped.
       this.#connection.pause?.();
       this.#connection.end();
-      this.closed();
+      this.tearDown();
     }
   }
 
   /** Writes pending frames; what the socket does not take waits for `drain`. */
   flush(): void {
-    if (this.#okRefs.length > 0) {
-      // A slave's confirmation says "stored as slave": only the master's settles a send.
-      writeOk(this.#batch, this.#okRefs, !this.#broker.isMaster);
-      this.#okRefs = [];
-    }
-    if (this.#batch.byteLength === 0) return;
-    // Written from the batch's own buffer: #write copies only what the socket does not take.
-    this.#write(this.#batch.view());
-    this.#batch.clear();
+    if (!this.#out.write(!this.#broker.isMaster)) return;
     // Deliveries paused on a full batch resume now that it is written (drain() covers a full socket).
     if (this.#starved && this.writable()) {
       this.#starved = false;
@@ -580,18 +475,8 @@ export class Session implements DeliverySink, ReplicaLink {
 
   /** The socket can take more: send what waited, then resume paused deliveries. */
   drain(): void {
-    while (this.#unsent.length > 0) {
-      const bytes = this.#unsent[0]!;
-      const written = Math.max(this.#connection.write(bytes), 0);
-      this.#unsentBytes -= written;
-      if (written < bytes.length) {
-        this.#unsent[0] = bytes.subarray(written);
-        return;
-      }
-      this.#unsent.shift();
-    }
+    if (!this.#out.drain()) return;
     if (this.#replicating) this.#broker.cluster.replication.drained(this);
-    if (this.#slowTimer !== null && this.#unsentBytes < this.#broker.config.socketServer.maxOutgoingBytes) this.#resumeReading();
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -599,37 +484,9 @@ export class Session implements DeliverySink, ReplicaLink {
     }
   }
 
-  /** Writes `bytes` (a view the caller reuses): what the socket does not take is copied to wait for drain. */
-  #write(bytes: Uint8Array): void {
-    if (this.#unsent.length === 0) {
-      const written = Math.max(this.#connection.write(bytes), 0);
-      if (written >= bytes.length) return;
-      bytes = bytes.subarray(written);
-    }
-    this.#unsent.push(bytes.slice());
-    this.#unsentBytes += bytes.length;
-    // A peer broker's replication stream has its own window and its own REPLICA_TOO_SLOW: its
-    // acks must keep being read while a snapshot goes out.
-    if (this.#slowTimer === null && !this.isPeer && this.#unsentBytes >= this.#broker.config.socketServer.maxOutgoingBytes) {
-      this.#stopReading();
-    }
-  }
-
   /** True while the socket is not read because the client does not read what it gets. */
   get readPaused(): boolean {
-    return this.#slowTimer !== null;
-  }
-
-  #stopReading(): void {
-    const { slowConsumerGraceMs } = this.#broker.config.socketServer;
-    this.#connection.pause?.();
-    this.#slowTimer = setTimeout(this.#slowConsumer, slowConsumerGraceMs);
-  }
-
-  #resumeReading(): void {
-    clearTimeout(this.#slowTimer!);
-    this.#slowTimer = null;
-    this.#connection.resume?.();
+    return this.#out.readPaused;
   }
 
   /**
@@ -637,40 +494,31 @@ export class Session implements DeliverySink, ReplicaLink {
    * orderly close would wait behind the bytes it does not read, holding them in the kernel. No
    * ERROR frame: it would queue behind those same bytes (logged with its code instead).
    */
-  readonly #slowConsumer = (): void => {
-    this.#slowTimer = null;
+  #slowConsumer(unsentBytes: number): void {
     if (this.state === "closed") return;
     const { maxOutgoingBytes, slowConsumerGraceMs } = this.#broker.config.socketServer;
     this.#broker.log.warn(
       "socket",
       `client=${this.clientId};remote=${this.#connection.remoteAddress};code=SLOW_CONSUMER;` +
-        `${this.#unsentBytes} bytes unsent for more than slowConsumerGraceMs ${slowConsumerGraceMs} ms ` +
+        `${unsentBytes} bytes unsent for more than slowConsumerGraceMs ${slowConsumerGraceMs} ms ` +
         `(maxOutgoingBytes ${maxOutgoingBytes});closing`,
     );
-    this.#unsent = [];
-    this.#unsentBytes = 0;
-    this.#batch.clear();
+    this.#out.discard();
     if (this.#connection.terminate) this.#connection.terminate();
     else this.#connection.end();
-    this.closed();
-  };
+    this.tearDown();
+  }
 
   /** The connection is gone: its registrations leave, its unacked deliveries are requeued at once. */
-  closed(): void {
+  tearDown(): void {
     if (this.state === "closed") return;
     const wasOpen = this.state === "open";
     this.state = "closed";
     this.#releaseHandshakeBytes();
-    if (this.#slowTimer !== null) clearTimeout(this.#slowTimer);
-    this.#slowTimer = null;
-    for (const registration of this.#registrations.values()) {
-      if (!this.#broker.shuttingDown) registration.queue.unsubscribe(registration.handler);
-      this.#release(registration, [...registration.claims]);
-    }
+    this.#out.stopTimer();
     this.#registrations.clear();
     if (this.#replicating) this.#broker.cluster.replication.detach(this);
-    this.#broker.sessions.delete(this);
-    this.#broker.dirty.delete(this);
+    this.#broker.detach(this);
     if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);
     this.#broker.flush();
   }

@@ -48,7 +48,7 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
           socket.data.handshake = setTimeout(() => socket.end(), REFUSAL_LINGER_MS);
           return;
         }
-        broker.sessions.add(session);
+        broker.attach(session);
         socket.data.handshake = setTimeout(() => {
           if (session.state === "open" || session.state === "closed") return;
           broker.log.warn("socket", `remote=${socket.remoteAddress};not authenticated within ${limits.handshakeTimeoutMs} ms;closing`);
@@ -67,7 +67,7 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
       },
       close(socket) {
         if (socket.data.handshake) clearTimeout(socket.data.handshake);
-        guarded(socket, "close", () => socket.data.session.closed());
+        guarded(socket, "close", () => socket.data.session.tearDown());
       },
       error(socket, error) {
         broker.log.warn("socket", `remote=${socket.remoteAddress};error=${error.message}`);

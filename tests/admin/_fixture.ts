@@ -73,7 +73,7 @@ export function adminFixture(overrides: Record<string, unknown> = {}, options: A
       const session = new Session(broker, { write: (bytes) => bytes.length, end() {}, remoteAddress: "test" });
       session.clientId = clientId;
       session.state = "open";
-      broker.sessions.add(session);
+      broker.attach(session);
       return session;
     },
     subscribe(session, kind, queue, ids, prefetch) {

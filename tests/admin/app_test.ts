@@ -14,9 +14,8 @@ describe("admin app", () => {
   it("GET /health answers ok, and 503 stopping once soft-stop began", async () => {
     const f = open();
     expect(await f.request("/health")).toMatchObject({ status: 200, body: { status: "ok" } });
-    f.server.broker.stopping = true;
+    f.server.broker.stopAccepting();
     expect(await f.request("/health")).toMatchObject({ status: 503, body: { status: "stopping" } });
-    f.server.broker.stopping = false;
   });
 
   it("GET /status gives role, counters, totals and real rates", async () => {

@@ -134,7 +134,7 @@ it("e2e: limits: maxFrameSize 2048: a larger length prefix gets FRAME_TOO_LARGE 
 function sessionOf(broker: TestBroker, clientId: string): Session {
   const session = [...broker.broker.sessions].find((s) => s.clientId === clientId);
   if (!session) throw new Error(`no session of ${clientId}`);
-  return session;
+  return session as Session;
 }
 
 it("e2e: limits: a stalled consumer holds at most maxOutgoingBytes (+ one batch) of unsent frames; the rest waits in the queue", async () => {

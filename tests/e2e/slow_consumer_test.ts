@@ -15,7 +15,7 @@ const ONE_READ = 1024 * 1024;
 function sessionOf(broker: TestBroker, clientId: string): Session {
   const session = [...broker.broker.sessions].find((s) => s.clientId === clientId);
   if (!session) throw new Error(`no session of ${clientId}`);
-  return session;
+  return session as Session;
 }
 
 /**

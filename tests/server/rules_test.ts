@@ -199,7 +199,7 @@ describe("exclusivity", () => {
     expect(owners.ownerOf("invoice/v1", "42", "b")).toBe("a");
     expect(owners.claim("invoice/v1", "43", "b")).toBe(true); // other ids are free
     expect(owners.claim("invoice/v2", "42", "b")).toBe(true); // other queues are separate
-    owners.release("a", "invoice/v1", "42");
+    owners.unclaim("a", "invoice/v1", "42");
     expect(owners.claim("invoice/v1", "42", "b")).toBe(true);
   });
 
@@ -207,10 +207,10 @@ describe("exclusivity", () => {
     const owners = new ExclusiveOwners();
     expect(owners.claim("q/v1", "1", "a")).toBe(true);
     expect(owners.claim("q/v1", "1", "a")).toBe(true); // a second process of client "a"
-    owners.release("a", "q/v1", "1");
+    owners.unclaim("a", "q/v1", "1");
     expect(owners.claim("q/v1", "1", "b")).toBe(false);
-    owners.release("b", "q/v1", "1"); // not b's: ignored
-    owners.release("a", "q/v1", "1");
+    owners.unclaim("b", "q/v1", "1"); // not b's: ignored
+    owners.unclaim("a", "q/v1", "1");
     expect(owners.size).toBe(0);
     expect(owners.claim("q/v1", "1", "b")).toBe(true);
   });

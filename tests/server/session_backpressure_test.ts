@@ -5,7 +5,7 @@ import { memoryLogger } from "../../src/server/log.ts";
 import { type Connection, Session } from "../../src/server/session.ts";
 
 const sessions: Session[] = [];
-afterEach(() => sessions.splice(0).forEach((session) => session.closed())); // clears the grace timer
+afterEach(() => sessions.splice(0).forEach((session) => session.tearDown())); // clears the grace timer
 
 /** An open session whose socket takes nothing (a peer that does not read); counts pause() calls. */
 function stalled(isPeer: boolean): { session: Session; paused: () => number } {

@@ -8,15 +8,9 @@
  */
 import type { Deque } from "../internal/deque.ts";
 import type { StoredMessage } from "../store/store.ts";
+import type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
 
-/** Why and where from a dead-lettered message came; sent to recipients with each delivery. */
-export interface DeadLetterInfo {
-  reason: "requeueLimit" | "overflow" | "ttl";
-  /** The channel the message was sent to (`endpoint/version/id`). */
-  channel: string;
-  messageId: string;
-  deliveries: number;
-}
+export type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
 
 export class Message {
   /** Live copies (ready, in flight, delayed or waiting); the message is settled at zero. */

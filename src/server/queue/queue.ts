@@ -107,7 +107,7 @@ export class Queue {
     handler.ids.clear();
     this.#parking.batch(() => {
       // Even when its group is gone (all its ids were removed): requeue falls back to the copy's group.
-      for (const copy of [...handler.inflight.values()]) this.#release(copy, 0);
+      for (const copy of [...handler.inflight.values()]) this.#takeBack(copy, 0);
       if (group) this.#parking.parkOrphans(group);
     });
     if (group) this.#groups.dropIfEmpty(group);
@@ -192,7 +192,7 @@ export class Queue {
   nack(copy: Copy, delaySeconds: number): void {
     const handler = copy.handler!;
     this.counters.nacked++;
-    this.#release(copy, delaySeconds);
+    this.#takeBack(copy, delaySeconds);
     this.pump(handler);
   }
 
@@ -282,7 +282,7 @@ export class Queue {
   // ── settling, requeue, expiry ──────────────────────────────────────────────────────────────
 
   /** Takes a copy back from its handler: requeued (now or later) or dead past the limit. */
-  #release(copy: Copy, delaySeconds: number): void {
+  #takeBack(copy: Copy, delaySeconds: number): void {
     this.#deliveries.end(copy);
     copy.handler = null;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
@@ -306,7 +306,7 @@ export class Queue {
       if (!due) continue;
       for (const copy of due) {
         this.counters.timeout++;
-        this.#release(copy, 0);
+        this.#takeBack(copy, 0);
       }
       this.pump(handler);
     }
@@ -411,12 +411,13 @@ export class Queue {
     }
   }
 
-  /** Keeps a message from settling (its store row stays) until `release()`. */
+  /** Keeps a message from settling (its store row stays) until `endHold()`. */
   hold(message: Message): void {
     message.refs++;
   }
 
-  release(message: Message): void {
+  /** Lets a held message settle once nothing else refers to it. */
+  endHold(message: Message): void {
     this.#unref(message);
   }
 

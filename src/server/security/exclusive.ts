@@ -59,7 +59,7 @@ export class ExclusiveOwners {
   }
 
   /** Releases one registration of `owner` on `id`; the id is free when its count reaches zero. */
-  release(owner: string, queue: string, id: string): void {
+  unclaim(owner: string, queue: string, id: string): void {
     const claims = this.#queues.get(queue);
     const held = claims?.ids.get(id);
     if (claims === undefined || held === undefined || held.owner !== owner) return;

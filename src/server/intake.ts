@@ -1,0 +1,185 @@
+/**
+ * How messages enter the queues once a send is accepted: numbered in arrival order, stored when
+ * durable, remembered against resends, and handed to their queue (or left paged in the store).
+ * Also the ways back in that skip a client's checks: rows read from the store (at start, or
+ * paged) and messages a master streams to this slave.
+ */
+import type { AppendOp } from "../protocol/peer_ops.ts";
+import { copyBytes } from "../protocol/bytes.ts";
+import type { Cluster } from "./cluster/cluster.ts";
+import { RecentIds } from "./dedup.ts";
+import type { Logger } from "./log.ts";
+import { Message } from "./queue/message.ts";
+import type { Pager } from "./queue/pager.ts";
+import type { Queue } from "./queue/queue.ts";
+import type { BrokerCounters } from "./stats/stats.ts";
+import { canPage, type DurableMode, type Store, type StoredMessage } from "./store/store.ts";
+
+export interface IntakeHost {
+  readonly store: Store | null;
+  readonly cluster: Cluster;
+  readonly log: Logger;
+  readonly counters: BrokerCounters;
+  queue(name: string): Queue;
+  /** The paging of durable queues (null: a store that cannot page, or none). */
+  pager(): Pager | null;
+}
+
+export class Intake {
+  /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
+  readonly #recentIds = new RecentIds();
+  /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
+  readonly #storing = new Map<string, Message>();
+  #seq = 0;
+
+  constructor(readonly host: IntakeHost) {}
+
+  /** The next arrival number (dead letters take theirs here too). */
+  nextSeq(): number {
+    return this.#seq++;
+  }
+
+  /** The arrival number the next message will get. */
+  get seq(): number {
+    return this.#seq;
+  }
+
+  /** The messages whose commit is running. */
+  storing(): Iterable<Message> {
+    return this.#storing.values();
+  }
+
+  /**
+   * A resend of a message accepted already: true when it is held (confirm it at once), the
+   * running commit when it is being stored (confirm it with that), false for a new message.
+   */
+  resent(messageId: string): boolean | Promise<void> {
+    if (this.#recentIds.has(messageId)) return true;
+    return this.#storing.get(messageId)?.commit ?? false;
+  }
+
+  /** A new message, numbered in arrival order; its body is copied out of the socket's chunk. */
+  create(id: string, queue: Queue, destination: string, body: Uint8Array, created: number): Message {
+    // Copy the body out of the socket chunk once: the queue keeps it, a view would pin the chunk.
+    return new Message(id, queue.name, destination, copyBytes(body), created, this.#seq++);
+  }
+
+  /**
+   * Stores (when durable) and queues a message. Returns a promise while its commit runs; a resend
+   * meanwhile shares it. A refused commit is streamed to slaves as removed.
+   */
+  store(queue: Queue, message: Message): void | Promise<void> {
+    const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
+    if (stored === undefined) {
+      this.#accept(queue, message);
+      return;
+    }
+    const messageId = message.id;
+    // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
+    const committed = stored.then(
+      () => {
+        this.#storing.delete(messageId);
+        message.commit = null;
+        this.#accept(queue, message);
+      },
+      (error) => {
+        this.#storing.delete(messageId);
+        message.commit = null;
+        if (this.host.cluster.isMaster) this.host.cluster.replication.remove(messageId);
+        throw error;
+      },
+    );
+    message.commit = committed;
+    this.#storing.set(messageId, message);
+    return committed;
+  }
+
+  #accept(queue: Queue, message: Message): void {
+    this.#recentIds.add(message.id);
+    this.host.counters.received++;
+    if (this.paged(queue, message)) return;
+    this.#enqueue(queue, message, () => queue.publish(message));
+  }
+
+  /** Queues a message; a slave also tracks it, to drop it when the master's clients ack it. */
+  #enqueue(queue: Queue, message: Message, put: () => void): void {
+    const mirror = this.host.cluster.isMaster ? null : this.host.cluster.mirror;
+    mirror?.track(message);
+    put();
+    mirror?.accepted(queue, message);
+  }
+
+  /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
+  paged(queue: Queue, message: Message): boolean {
+    const pager = this.host.pager();
+    return pager !== null && queue.settings.durability !== "memory" && pager.page(queue, message);
+  }
+
+  /** A message for a row of the store, numbered as it arrives now. */
+  #fromRecord(record: StoredMessage): Message {
+    const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
+    message.deliveries = record.deliveries ?? 0;
+    message.deadLetter = record.deadLetter ?? null;
+    this.#recentIds.add(record.id);
+    return message;
+  }
+
+  /** Puts a message read back from the store (paged, or stored before this start) into its queue. */
+  admit(queue: Queue, record: StoredMessage, recovered: boolean): void {
+    const message = this.#fromRecord(record);
+    // The message stands for its row from now on (the store reads `position`): the record is not kept.
+    message.position = record.position;
+    this.#enqueue(queue, message, () => queue.admit(message, recovered));
+  }
+
+  /**
+   * Puts back messages in memory, in arrival order (a store that cannot page, at start; or
+   * messages a peer sent): every one that was not acked (waiting, ready or in flight). They are
+   * not paged: the caller bounds how many it gives. Returns how many.
+   */
+  restore(records: Iterable<StoredMessage>): number {
+    let restored = 0;
+    for (const record of records) {
+      const message = this.#fromRecord(record);
+      message.record = record;
+      const queue = this.host.queue(record.queue);
+      this.#enqueue(queue, message, () => queue.restore(message));
+      restored++;
+    }
+    return restored;
+  }
+
+  /**
+   * A slave stores a message its master streamed (snapshot or live). No rules, format or bound:
+   * the master checked them. A message held already is only marked as listed by the snapshot.
+   */
+  replica(op: AppendOp, generation: number): void | Promise<void> {
+    const [, , id, queueName, destination, body, created, deliveries, deadLetter] = op;
+    const mirror = this.host.cluster.mirror;
+    const held = mirror.get(id);
+    if (held) {
+      held.syncGeneration = generation;
+      return;
+    }
+    const storing = this.#storing.get(id)?.commit;
+    if (storing) {
+      return storing.then(() => {
+        const message = mirror.get(id);
+        if (message) message.syncGeneration = generation;
+      });
+    }
+    // Held on disk only (paged): stored already, nothing to add.
+    const store = this.host.store;
+    if (canPage(store) && store.holds(id)) return;
+    const queue = this.host.queue(queueName);
+    const message = this.create(id, queue, destination, body, created);
+    message.deliveries = deliveries;
+    message.deadLetter = deadLetter;
+    message.syncGeneration = generation;
+    return this.store(queue, message);
+  }
+
+  #storeFor(queue: Queue): Store | null {
+    return queue.settings.durability === "memory" ? null : this.host.store;
+  }
+}
