@@ -25,7 +25,6 @@ import { Receiver } from "./receiver.ts";
 import {
   type ChannelInput,
   type ConsumeHandler,
-  type DeliveryInfo,
   type ListenHandler,
   type SubscribeOptions,
   Subscription,

@@ -19,7 +19,6 @@ import {
   checkSync,
   checkSubscribe,
   checkUnsubscribe,
-  decode,
   FrameDecoder,
   isFatal,
   KittenError,
@@ -42,41 +41,17 @@ export type { SessionState } from "./peer.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
 import { Registrations } from "./registrations.ts";
 import { type Connection, Outbox } from "./outbox.ts";
+import { decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
 
 export type { Connection } from "./outbox.ts";
+export { HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
 
-/**
- * Largest frame accepted before `welcome`. Handshake frames (hello with a client id and token,
- * auth with a signed token and a public key) take a few hundred bytes: anyone who can reach the
- * port may send them, so a connection that has not proved who it is cannot make the broker
- * buffer a `maxFrameSize` frame.
- */
-export const HANDSHAKE_MAX_FRAME_SIZE = 16 * 1024;
-
-/** Decodes a whole frame with the generic decoder; BAD_FRAME when it is not CBOR. */
-function decodeFrame(data: Uint8Array, start: number, end: number): unknown[] {
-  try {
-    return decode(data.subarray(start, end)) as unknown[];
-  } catch (error) {
-    throw new KittenError("BAD_FRAME", `Cannot decode frame: ${(error as Error).message}`);
-  }
-}
-
-/**
- * Bytes that the connections not yet welcomed hold together (partial handshake frames), shared by
- * every session of one listener and bounded by `socketServer.maxUnauthenticatedBytes`.
- */
-export interface HandshakeBudget {
-  held: number;
-}
-
-
-export class Session implements Peer, ReplicaLink {
+export class Session implements Peer {
   clientId = "";
   /** A broker of `cluster.peers` (hello.peer): it may ask for the replication stream. */
   isPeer = false;
-  /** Set once the peer asked for the replication stream. */
-  #replicating = false;
+  /** The replication stream, once the peer asked for it. */
+  #replica: ReplicaLink | null = null;
   state: SessionState = "hello";
   /** The nonce of the challenge sent to this connection; a proof must sign exactly it. */
   #nonce = "";
@@ -357,33 +332,30 @@ export class Session implements Peer, ReplicaLink {
     const [, ref, { epoch }] = checkSync(value);
     if (!this.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${this.clientId}": it did not connect as a peer`);
     this.#confirm(ref);
-    this.#broker.cluster.attachReplica(this, epoch);
-    this.#replicating = true;
+    this.#replica ??= this.#replicaLink();
+    this.#broker.cluster.attachReplica(this.#replica, epoch);
   }
 
   #handleReplAck(value: unknown[]): void {
     const [, seq] = checkReplAck(value);
-    if (this.#replicating) this.#broker.cluster.replication.ack(this, seq);
+    if (this.#replica) this.#broker.cluster.replication.ack(this.#replica, seq);
   }
 
-  // ── ReplicaLink: the stream a master writes to a peer ──────────────────────────────────────
-
-  get peerId(): string {
-    return this.clientId;
-  }
-
-  get backlogBytes(): number {
-    return this.#out.pendingBytes;
-  }
-
-  pushFramed(bytes: Uint8Array): void {
-    if (this.state === "closed") return;
-    this.#out.batch.pushFramed(bytes);
-    this.#broker.markDirty(this);
-  }
-
-  fail(code: "REPLICA_TOO_SLOW", message: string): void {
-    this.#fail(null, new KittenError(code, message));
+  /** The stream a master writes to this peer, through this connection's outbox. */
+  #replicaLink(): ReplicaLink {
+    const out = this.#out;
+    return {
+      peerId: this.clientId,
+      get backlogBytes() {
+        return out.pendingBytes;
+      },
+      pushFramed: (bytes) => {
+        if (this.state === "closed") return;
+        out.batch.pushFramed(bytes);
+        this.#broker.markDirty(this);
+      },
+      fail: (code, message) => this.#fail(null, new KittenError(code, message)),
+    };
   }
 
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
@@ -476,7 +448,7 @@ export class Session implements Peer, ReplicaLink {
   /** The socket can take more: send what waited, then resume paused deliveries. */
   drain(): void {
     if (!this.#out.drain()) return;
-    if (this.#replicating) this.#broker.cluster.replication.drained(this);
+    if (this.#replica) this.#broker.cluster.replication.drained(this.#replica);
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -517,7 +489,7 @@ export class Session implements Peer, ReplicaLink {
     this.#releaseHandshakeBytes();
     this.#out.stopTimer();
     this.#registrations.clear();
-    if (this.#replicating) this.#broker.cluster.replication.detach(this);
+    if (this.#replica) this.#broker.cluster.replication.detach(this.#replica);
     this.#broker.detach(this);
     if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);
     this.#broker.flush();

@@ -6,7 +6,9 @@
 import type { Socket, TCPSocketListener } from "bun";
 import { encode, type ErrorCode, FrameBatch, OP } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
-import { type Connection, type HandshakeBudget, Session } from "./session.ts";
+import type { HandshakeBudget } from "./handshake.ts";
+import type { Connection } from "./outbox.ts";
+import { Session } from "./session.ts";
 
 interface SocketData {
   session: Session;

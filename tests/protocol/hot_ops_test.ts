@@ -1,7 +1,7 @@
 import { expect, it } from "bun:test";
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import { FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
-import { readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
+import { type DeadLetterInfo, peekOp, readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
 
 function frames(write: (batch: FrameBatch) => void): Uint8Array[] {
@@ -32,7 +32,30 @@ it("readDeliver() reads what writeDeliver() wrote, with repeated and changing id
   expect(decode(read[0]!.body)).toEqual([1, 2, 3]);
 });
 
-it("readDeliver() returns undefined for other operations, a dead letter's 9th element, truncation and bad UTF-8", () => {
+it("writeDeliver() and readDeliver() carry a dead letter's origin as the 9th element, plain CBOR to the generic decoder", () => {
+  const body = encode("x");
+  const origin: DeadLetterInfo = { reason: "requeueLimit", channel: "orders/v1/42", messageId: "p.7", deliveries: 3 };
+  const [frame] = frames((batch) => writeDeliver(batch, 1, 2, "p.7~9", "42", 0, body, 5, origin));
+  expect(decode(frame!)).toEqual([OP.DELIVER, 1, 2, "p.7~9", "42", 0, body, 5, origin]);
+  expect(readDeliver(frame!)).toMatchObject({ sub: 1, tag: 2, messageId: "p.7~9", destination: "42", created: 5, deadLetter: origin });
+  const [plain] = frames((batch) => writeDeliver(batch, 1, 2, "p.8", "42", 0, body, 5));
+  expect(readDeliver(plain!)?.deadLetter).toBeUndefined();
+});
+
+it("peekOp() reads the operation of a frame without decoding it, and -1 for what is not [op, ...]", () => {
+  const [send, ok] = frames((batch) => {
+    writeSend(batch, 1, "e/v1/a", "p.1", encode(1));
+    writeOk(batch, [1], false);
+  });
+  expect(peekOp(send!)).toBe(OP.SEND);
+  expect(peekOp(ok!)).toBe(OP.OK);
+  expect(peekOp(new Uint8Array([0x9f, OP.SEND, 0xff]))).toBe(OP.SEND); // an indefinite-length array
+  expect(peekOp(encode({ op: 1 }))).toBe(-1);
+  expect(peekOp(encode([]))).toBe(-1);
+  expect(peekOp(new Uint8Array(0))).toBe(-1);
+});
+
+it("readDeliver() returns undefined for other operations, a malformed dead-letter element, truncation and bad UTF-8", () => {
   const body = encode("x");
   const [okFrame] = frames((batch) => writeOk(batch, [1, 2], false));
   expect(readDeliver(okFrame!)).toBeUndefined();

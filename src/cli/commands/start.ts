@@ -12,7 +12,6 @@
  * POST /soft-stop and /stop on the admin API do what SIGUSR1 and SIGTERM do.
  */
 import { type AdminServer, SOFT_STOP_GRACE_MS, startAdmin, STOP_GRACE_MS } from "../../admin/mod.ts";
-import { KittenError } from "../../protocol/errors.ts";
 import { type Config, defaultConfig, loadConfigFile, startBroker } from "../../server/mod.ts";
 import type { CliArgs } from "../args.ts";
 import { connectHost, removeState, writeState } from "../state.ts";
