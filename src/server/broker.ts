@@ -133,7 +133,7 @@ export class Broker {
       store: this.store,
       cluster: this.cluster,
       log: this.log,
-      counters: this.stats.counters,
+      received: () => void this.stats.counters.received++,
       queue: (name) => this.queue(name),
       pager: () => this.#pager,
     });

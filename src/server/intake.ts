@@ -12,14 +12,14 @@ import type { Logger } from "./log.ts";
 import { Message } from "./queue/message.ts";
 import type { Pager } from "./queue/pager.ts";
 import type { Queue } from "./queue/queue.ts";
-import type { BrokerCounters } from "./stats/stats.ts";
 import { canPage, type DurableMode, type Store, type StoredMessage } from "./store/store.ts";
 
 export interface IntakeHost {
   readonly store: Store | null;
   readonly cluster: Cluster;
   readonly log: Logger;
-  readonly counters: BrokerCounters;
+  /** Counts a message accepted (the broker's `received` statistic). */
+  received(): void;
   queue(name: string): Queue;
   /** The paging of durable queues (null: a store that cannot page, or none). */
   pager(): Pager | null;
@@ -96,7 +96,7 @@ export class Intake {
 
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
-    this.host.counters.received++;
+    this.host.received();
     if (this.paged(queue, message)) return;
     this.#enqueue(queue, message, () => queue.publish(message));
   }
