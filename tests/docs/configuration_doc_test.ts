@@ -94,7 +94,7 @@ function documentedRows(): DocRow[] {
   const rows: DocRow[] = [];
   readFileSync(DOC, "utf8").split("\n").forEach((text, index) => {
     const match = /^\|\s*`([^`]+)`\s*\|([^|]*)\|/.exec(text);
-    if (match) rows.push({ key: match[1], default: match[2].trim(), line: index + 1 });
+    if (match) rows.push({ key: match[1]!, default: match[2]!.trim(), line: index + 1 });
   });
   return rows;
 }
@@ -137,7 +137,7 @@ describe("docs/configuration.md", () => {
       if (json) {
         let documented: unknown;
         try {
-          documented = JSON.parse(json[1]);
+          documented = JSON.parse(json[1]!);
         } catch {
           say("the default is not a JSON value");
           continue;
