@@ -2,7 +2,7 @@
  * GET /metrics: the broker in Prometheus' conventions, clean under `promtool check metrics`:
  * counters end in `_total`, units are in the names (`_seconds`, `_bytes`), per-queue series carry
  * `queue="endpoint/version"`, rates are left to `rate()`, latencies are histograms, and the
- * process and runtime metrics are there. GET /statistics keeps the original names (statistics.ts).
+ * process and runtime metrics are there. GET /statistics keeps 0.12's names (statistics.ts).
  *
  * A gauge from elsewhere in the server (cluster lag, sync state…) needs no change here: register
  * it with `broker.stats.addGauge({ name, help, read })` and it is listed at the end.

@@ -1,7 +1,7 @@
 /**
  * Queue routes. A queue is named `endpoint/version`; in URLs it is two path segments
  * (`/queues/orders/v1`), and `/queues/orders%2Fv1` is accepted too (app.ts rewrites it), as
- * the original's dashboard encoded it.
+ * 0.12's dashboard and the links it left behind encode it.
  *
  *   GET    /queues                                       every queue: depths, counters, rates of the last second, handlers
  *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
@@ -9,7 +9,7 @@
  *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
  *   DELETE /queues/:endpoint/:version[?id=destination]   purge ready, delayed and waiting copies
  *
- * Reads never create a queue (the original crashed on unknown names): unknown ones are 404.
+ * Reads never create a queue: an unknown queue or id is a 404, and leaves the broker unchanged.
  */
 import { type Context, Hono } from "hono";
 import * as v from "valibot";

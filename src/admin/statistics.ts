@@ -1,10 +1,10 @@
 /**
- * GET /statistics: the original product's statistic names, unchanged, for existing dashboards
- * and alerts (GET /metrics follows Prometheus' conventions instead).
+ * GET /statistics: kitten-mq 0.12's statistic names, unchanged, so existing dashboards and
+ * alerts keep working (GET /metrics follows Prometheus' conventions instead).
  *
- * It fixes what the names meant: `*_per_seconds_average` are real per-second rates (the
- * original reported a running mean of the value 1), `dead_count` counts (it never did), ttl
- * drops reach `dropped_count`, and every metric has `# HELP` and `# TYPE` lines.
+ * The values are what the names say: `*_per_seconds_average` are per-second rates over the last
+ * seconds, `dead_count` counts dead messages, ttl drops are in `dropped_count`, and every metric
+ * has `# HELP` and `# TYPE` lines.
  */
 import type { BrokerServer, Queue } from "../server/mod.ts";
 import { handlersInfo } from "../server/mod.ts";

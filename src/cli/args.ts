@@ -22,7 +22,7 @@ export interface CliArgs {
   force: boolean;
   /** `-q QUEUE`: `endpoint/version`. */
   queue: string | undefined;
-  /** `-i ID` (or `--channel ID`, the original's name): a destination id inside the queue. */
+  /** `-i ID` (or `--channel ID`, 0.12's name, kept for scripts): a destination id inside the queue. */
   id: string | undefined;
   /** `-m`: `list` shows the messages too. */
   messages: boolean;

@@ -25,7 +25,7 @@ export function perSecond(value: number): string {
   return `${value >= 100 ? Math.round(value).toLocaleString("en-US") : (Math.round(value * 10) / 10).toFixed(1)}/s`;
 }
 
-/** `3d 04:05:06`, like the original dashboard, but with hours modulo 24 (it showed total hours). */
+/** `3d 04:05:06`: days, then hours modulo 24, minutes and seconds. */
 export function duration(seconds: number): string {
   const s = Math.floor(seconds);
   const days = Math.floor(s / 86400);

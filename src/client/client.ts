@@ -1,6 +1,6 @@
 /**
- * The Kitten-MQ client: `connect`, `send`, `listen`, `consume`, `disconnect`, with callbacks (the
- * original API) and promises. It keeps what the user asked for (subscriptions, unconfirmed sends,
+ * The Kitten-MQ client: `connect`, `send`, `listen`, `consume`, `disconnect`, with callbacks (0.12's
+ * API, unchanged) and promises. It keeps what the user asked for (subscriptions, unconfirmed sends,
  * pending requests) independently of connections, and replays it on every broker that accepts
  * the client, so nothing is lost across reconnects.
  */
@@ -447,7 +447,7 @@ function randomPrefix(): string {
   return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
 }
 
-/** Creates a client (the original API: `require('kitten-mq').client()`). */
+/** Creates a client (0.12's entry point: `require('kitten-mq').client()`). */
 export function client(): Client {
   return new Client();
 }

@@ -35,10 +35,10 @@ export interface ClientOptions {
 export function defaultOptions(): ClientOptions {
   return {
     hosts: [],
-    clientId: "myclient-id", // the original's default
+    clientId: "myclient-id", // 0.12's default, so code that never set it keeps its id
     keysDirectory: "keys",
     keysName: "client",
-    maxPendingMessages: 10_000, // the bound the original README promised
+    maxPendingMessages: 10_000, // the bound 0.12's README documents
     reconnectDelayMs: 100,
     maxReconnectDelayMs: 5_000,
     maxFrameSize: 64 * 1024 * 1024,

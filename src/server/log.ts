@@ -1,5 +1,6 @@
 /**
- * A leveled logger. Lines look like the original's: `[info ] [queue    ] key=value;…`. The sink is
+ * A leveled logger. Lines look like 0.12's, so existing log filters still match:
+ * `[info ] [queue    ] key=value;…`. The sink is
  * injectable so tests stay quiet and can assert on what was logged.
  */
 export const LEVELS = { debug: 1, info: 2, warn: 3, error: 4 } as const;

@@ -23,7 +23,7 @@ const COMMENT = [
   "  maxConnections, handshakeTimeoutMs, maxUnauthenticatedBytes (partial handshake frames of all connections not yet",
   "  welcomed), maxOutgoingBytes (unsent bytes per connection: past it deliveries pause and it is not read),",
   "  slowConsumerGraceMs (how long it may stay past maxOutgoingBytes before it is closed with SLOW_CONSUMER).",
-  "  logs, packetsFilename: the original's packet store, unused (kept so old files load).",
+  "  logs, packetsFilename: 0.12's packet store, unused (accepted so 0.12 files load).",
   "maxItemsInQueue: messages waiting for a recipient per queue; the oldest is dropped first beyond it. null: 1000 for",
   "  a memory queue, no bound for a durable one (its messages wait on disk; minFreeDiskBytes bounds them).",
   "requeueLimit: deliveries of a message before it is dead (dead-lettered when channels[q].deadLetter is set).",

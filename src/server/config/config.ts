@@ -261,7 +261,7 @@ const CONFIG_ENTRIES = {
   channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
   cluster: object(v.strictObject(CLUSTER_ENTRIES)),
 };
-const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
+export const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
 
 /** Parses and validates a config value (the JSON of a config file); `source` names it in errors. */
 export function parseConfig(input: unknown, source = "config"): Config {

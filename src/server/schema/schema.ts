@@ -1,7 +1,7 @@
 /**
- * Channel formats: compiles a `channels["endpoint/version"].map` descriptor (the original's Lunaris
- * language, original-behaviour.md 4.5) into a valibot schema once, when the config loads, and
- * validates message bodies against it. The type table lives in `schema_types.ts`.
+ * Channel formats: compiles a `channels["endpoint/version"].map` descriptor (the descriptor
+ * language of kitten-mq 0.12, so its config files keep working) into a valibot schema once, when
+ * the config loads, and validates message bodies against it. The type table lives in `types.ts`.
  *
  * Descriptor: `{ attr: [type, ...params, {nested}?] }`, or `[ {…} ]` for an array of objects.
  * Params: `'min', n` / `'max', n` (inclusive; numbers, parseInt, parseFloat or length depending on
@@ -9,27 +9,30 @@
  * (binary), `toInt` (numeric), `toNumber` (decimal). The type and params may come in any order;
  * a nested descriptor comes last. Only declared attributes are checked; others pass through.
  *
- * Fixes over the original: every mistake in a descriptor is a CONFIG_INVALID problem (unknown
- * type or parameter, a value that is not an array, bounds or converters on a type they do not
- * apply to, two types, …) instead of being ignored or crashing the process; `optional` never
- * cancels `min`/`max`, wherever it is written; converters only touch present values and are
- * applied to a copy, never to the sender's object; a root of the wrong type gives one issue.
+ * Every mistake in a descriptor is a CONFIG_INVALID problem (unknown type or parameter, a value
+ * that is not an array, bounds or converters on a type they do not apply to, two types, …), so a
+ * bad format is found when the config loads, not by a sender. `optional` never cancels
+ * `min`/`max`, wherever it is written; converters only touch present values and are applied to a
+ * copy, never to the sender's object; a root of the wrong type gives one issue.
  *
  * Lunaris leftovers: `'<col>'` and `'<<col>>'` SQL annotations are accepted and ignored, except
- * `'<<type>>'` naming a type (`'<<int>>'`), which declares that type, as the original did outside
- * root arrays. A descriptor made only of annotations (`['<id>']`) declares the field unchecked.
+ * `'<<type>>'` naming a type (`'<<int>>'`), which declares that type (as 0.12 did outside root
+ * arrays; descriptors written for it rely on it). A descriptor made only of annotations
+ * (`['<id>']`) declares the field unchecked.
  * `'onValidate'`/`'onTransform'` are refused: they need functions, which JSON cannot hold.
  *
  * Config problem paths are real paths into the config document: `channels["invoice/v1"].map.total`,
  * `….map.items[1].price` (the nested descriptor is element 1 of `["array", {…}]`), `….map[0].id`
  * for a root array. The message says which element of the descriptor is wrong.
  *
- * Issue fields follow the original: `attr`, `parent[child]`, `items[3][price]` for an array of
- * objects (the first array written with its index), `a[b][][c]` deeper; `index` is the index in
- * the innermost array (the original lost it under a nested object), or null. A root array adds no
+ * Issue fields keep 0.12's shape, so code that reads them keeps working: `attr`, `parent[child]`,
+ * `items[3][price]` for an array of objects (the first array written with its index),
+ * `a[b][][c]` deeper; `index` is the index in the innermost array, also under a nested object,
+ * or null. A root array adds no
  * name: `id` with `index` 2. An element that is not an object is `items[3]` (`[2]` at the root);
  * the root itself is `""`. `value` is omitted when undefined (a missing attribute). Nested fields
- * are checked only when their parent passed its own check (type and bounds), as the original did.
+ * are checked only when their parent passed its own check (type and bounds): one issue per bad
+ * parent, not one per field beneath it.
  */
 import * as v from "valibot";
 import { KittenError } from "../../protocol/errors.ts";
@@ -45,7 +48,7 @@ import {
   TYPES,
 } from "./types.ts";
 
-/** One reason a message does not match its channel's format, as the original reported it. */
+/** One reason a message does not match its channel's format, in the shape 0.12 clients read. */
 export interface Issue {
   field: string;
   index: number | null;
@@ -337,7 +340,7 @@ function validate(schema: Schema, convert: Convert | undefined, value: unknown):
   }
 }
 
-/** valibot's issue (with its `path`) written as the original's `{field, index, value, error}`. */
+/** valibot's issue (with its `path`) written as `{field, index, value, error}` (0.12's shape). */
 function toIssue(issue: v.BaseIssue<unknown>): Issue {
   let field = "";
   let index: number | null = null;

@@ -1,15 +1,14 @@
 /**
- * The type table of the channel `map` language (original-behaviour.md 4.5): one row per type name
- * with its test, its error message, how `min`/`max` measure it, and the converters.
+ * The type table of the channel `map` language: one row per type name with its test, its error
+ * message, how `min`/`max` measure it, and the converters.
  *
- * Differences from the original, all deliberate:
- * - Regex types test strings only. The original ran `regex.test(value)` on anything, so `[5]`
- *   passed `numeric` and `[1]` passed `binary` (the array is stringified).
+ * - Regex types test strings only: a regex run on a stringified value would let `[5]` pass
+ *   `numeric` and `[1]` pass `binary`.
  * - `number` and `decimal` refuse NaN, Infinity and -Infinity (CBOR can carry them, JSON cannot).
- * - `email` is anchored at the end: the original accepted `"a@b.fr, then anything"`. Its top-level
- *   domain part `([a-zA-Z]{2,5}){1,25}` is written `[a-zA-Z]{2,125}`: the same strings, without
- *   the exponential backtracking of the nested quantifier.
- * - Messages are plain English, without the original's `${…}` i18n placeholders.
+ * - `email` is anchored at the end, so `"a@b.fr, then anything"` fails. Its top-level domain part
+ *   is written `[a-zA-Z]{2,125}`, the same strings as `([a-zA-Z]{2,5}){1,25}` without the
+ *   exponential backtracking of the nested quantifier.
+ * - Messages are plain English sentences, with no placeholders left to fill.
  */
 
 export const TYPE_NAMES = [
@@ -92,7 +91,7 @@ export const TYPES: Record<TypeName, TypeRule> = {
   int: { test: Number.isInteger, message: "must be an integer", bound: "value" },
   number: { test: isFiniteNumber, message: "must be a number", bound: "value" },
   numeric: {
-    // A number passes when its decimal writing is digits only, as the original's stringified test.
+    // A number passes when its decimal writing is digits only, as a numeric string does.
     test: (x) => (Number.isInteger(x) && Math.abs(x as number) < 1e21) || (isString(x) && NUMERIC_RE.test(x)),
     message: "must be a numeric value",
     bound: "parseInt",

@@ -11,7 +11,7 @@
  * hello, and a token is accepted only when its signed `nonce` equals that connection's nonce. A
  * token captured from another connection carries another nonce and is refused (TOKEN_REPLAYED),
  * so no cache of used tokens (`jti`) is needed: nonce equality is the replay cache, and it holds
- * nothing. (The original kept an LRU of results for the life of the process, failures included.)
+ * nothing, and no result (success or failure) outlives its connection.
  *
  * Every failure has its own code so an operator can tell a clock problem from a stolen token.
  */

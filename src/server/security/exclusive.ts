@@ -5,8 +5,8 @@
  * The owner is the client id, not the connection: several processes sharing one client id share
  * its ids, and a reconnecting owner takes its ids back. Claims are counted: claim once per
  * registration of an id, release once per registration removed (unsubscribe, removeId,
- * connection closed); at zero the id is free. The original never freed an id, so an exclusive
- * listener that reconnected was refused its own id until the broker restarted.
+ * connection closed); at zero the id is free, so an exclusive listener that reconnects gets its
+ * own id back.
  *
  * The `*` id (a registration on every id of the queue) overlaps every id: it can be claimed only
  * when no other owner holds an id of the queue, and while someone holds it nobody else can claim

@@ -5,9 +5,9 @@
  * on only that key authenticates the id. The broker must verify the hello token with the presented
  * key BEFORE calling pin(), so a client can only pin a key it holds the private half of.
  *
- * Fixed against the original: the id is validated before it becomes a file name (it wrote
- * `../x.pub` anywhere), and pinning is atomic (two first connections cannot both win: the file is
- * created with link(), which fails when the name exists, instead of an exists-then-write check).
+ * The id is validated before it becomes a file name, so `../x` cannot write outside the folder.
+ * Pinning is atomic: the file is created with link(), which fails when the name exists, so two
+ * first connections cannot both win (an exists-then-write check would let them).
  */
 import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -46,7 +46,7 @@ export class KeyRegistry {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw keyFileError(path, `cannot be read: ${(error as Error).message}`, error);
     }
-    // A damaged or foreign file (the original pinned ES512 keys) must refuse, never auto-re-pin.
+    // A damaged or foreign file (0.12 pinned ES512 keys) must refuse, never auto-re-pin.
     const pem = await canonicalKey(text).catch((error) => {
       throw keyFileError(
         path,

@@ -13,10 +13,10 @@
  *   blocked: each rule keeps its own meaning. When several of a client's grants match, the most
  *   specific (id, then version, then endpoint) decides; at the same level `!` wins.
  *
- * Fixed against the original: read and write are two separate trees (the original shared one, so
- * a read rule granted writes); one rule's flags never leak into another's; `!e/*` is enforced;
- * an owner's claims are dropped when its registrations are gone, so it can take the id back after
- * reconnecting; unlisted clients get nothing instead of everything.
+ * Read and write are two separate trees, so a read grant never grants writes; one rule's flags
+ * never leak into another's; `!e/*` is enforced like `!e/v/*`; an owner's claims are dropped when
+ * its registrations are gone, so it can take the id back after reconnecting; a client no rule
+ * names gets nothing.
  *
  * compileRules() runs once per config load; checks are then a few Map lookups, no allocation.
  */
@@ -183,7 +183,7 @@ function compileRule(rule: Rule, index: number): CompiledRule {
   if (typeof rule?.client !== "string" || rule.client === "") {
     throw invalid(`rules[${index}].client`, "must be a non-empty string");
   }
-  // Only a trailing `*` is a wildcard; the original stripped the first `*` anywhere.
+  // Only a trailing `*` is a wildcard: `a*b` is an exact id, not the prefix `a`.
   const prefix = rule.client.endsWith("*");
   return {
     client: prefix ? rule.client.slice(0, -1) : rule.client,

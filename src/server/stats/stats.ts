@@ -2,9 +2,8 @@
  * Broker-wide counters, real per-second rates, latency histograms, the event loop's lag, the
  * last 15 minutes (history.ts), and gauges other parts of the server add for /metrics.
  *
- * The original's `*_per_seconds_average` was a running mean of the value 1 (always 0 or 1).
- * Here a rate is the counter's increase over the last `RATE_WINDOW_SECONDS`, divided by the
- * seconds actually covered, sampled once a second by the broker's timer.
+ * A rate is the counter's increase over the last `RATE_WINDOW_SECONDS`, divided by the seconds
+ * actually covered (shorter just after start), sampled once a second by the broker's timer.
  */
 import { COMMIT_BUCKETS, Histogram, LATENCY_BUCKETS, Sampler } from "./histogram.ts";
 import { History } from "./history.ts";
