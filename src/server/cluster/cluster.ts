@@ -20,7 +20,7 @@ import { Mirror } from "./mirror.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
 import type { ReplicaLink, Snapshot } from "./replica.ts";
 import { Upstream, type UpstreamStatus } from "./upstream.ts";
-import { Election } from "./election.ts";
+import type { Election } from "./election.ts";
 
 /** What the cluster module needs of the broker. */
 export interface ClusterHost {
@@ -65,6 +65,9 @@ export class Cluster {
   readonly upstream: Upstream;
   #seenEpoch = 0;
   #election: Election | null = null;
+  /** The election module loading (etcd3 is loaded only by brokers that use it: it takes ~300 ms). */
+  #electionLoading: Promise<void> | null = null;
+  #stopped = false;
   /** In automatic mode: whether etcd says this broker leads (and its lease is fresh). */
   #elected = false;
 
@@ -143,8 +146,10 @@ export class Cluster {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     this.upstream.stop();
     this.replication.reset("the broker is stopping");
+    await this.#electionLoading;
     await this.#election?.stop();
   }
 
@@ -272,6 +277,15 @@ export class Cluster {
   // ── automatic mode ─────────────────────────────────────────────────────────────────────────
 
   #startElection(): void {
+    this.#electionLoading = import("./election.ts").then(
+      ({ Election }) => {
+        if (!this.#stopped) this.#runElection(Election);
+      },
+      (error) => this.host.log.error("cluster", `cannot load the etcd client: ${(error as Error).message}`),
+    );
+  }
+
+  #runElection(Election: typeof import("./election.ts").Election): void {
     const etcd = this.host.config.cluster.etcd!;
     const log = (level: "info" | "warn" | "error", message: string) => this.host.log[level]("cluster", message);
     this.#election = new Election({
