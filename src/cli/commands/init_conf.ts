@@ -34,7 +34,6 @@ const COMMENT = [
   "memoryBudgetBytes: bytes of a durable queue's messages kept in memory; the rest stay in the store and are read",
   "  back in order ahead of need (channels[q].memoryBudgetBytes overrides it).",
   "minFreeDiskBytes: sends to durable queues are refused with DISK_FULL while the data directory's disk has less free.",
-  "logLevel: 1 debug, 2 info, 3 warn, 4 error. logsDirectory: where logs go.",
   "logLevel: 1 debug, 2 info, 3 warn, 4 error. Logs go to stdout/stderr (journalctl -u kitten-mq); logsDirectory is unused.",
   "registeredClientsPath: pinned client public keys (`kitten-mq keys list|revoke`). keysDirectory, keysName: the",
   "  broker's own key pair, with which it authenticates to its peers (created on first use).",
