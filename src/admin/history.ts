@@ -8,6 +8,7 @@
  * `times` are the sample times (ms since epoch), oldest first; each series has one value per time.
  */
 import { Hono } from "hono";
+import { queueProblem } from "../protocol/channel.ts";
 import { KittenError } from "../protocol/errors.ts";
 import { type BrokerServer, HISTORY_MAX_QUEUES } from "../server/mod.ts";
 
@@ -18,8 +19,9 @@ export function historyRoutes(server: BrokerServer): Hono {
     const name = c.req.query("queue");
     const history = broker.stats.history;
     if (name === undefined) return c.json(history.broker.view(null));
-    if (!/^[A-Za-z0-9_-]+\/[A-Za-z0-9_-]+$/.test(name)) {
-      throw new KittenError("BAD_REQUEST", `Cannot read the history of queue ${JSON.stringify(name)}: name a queue as "endpoint/version"`);
+    const problem = queueProblem(name);
+    if (problem !== null) {
+      throw new KittenError("BAD_REQUEST", `Cannot read the history of queue ${JSON.stringify(name)}: ${problem}`);
     }
     if (!broker.queues.has(name)) {
       throw new KittenError("NOT_FOUND", `Cannot read the history of queue "${name}": no message or registration has used it`);

@@ -39,6 +39,39 @@ export function idProblem(id: string): string | null {
   return null;
 }
 
+/** Why `name` is not a queue name (`endpoint/version`), or null when it is. */
+export function queueProblem(name: string): string | null {
+  const parts = name.split("/");
+  if (parts.length !== 2) return `must be "endpoint/version"`;
+  return endpointProblem(parts[0]!) ?? versionProblem(parts[1]!);
+}
+
+/**
+ * A rule pattern: `e/*` (every version and id of `e`), `e/v/*` (every id of `e/v`) or `e/v/id`,
+ * optionally prefixed with `!` (an exclusive read). `version` and `id` are `*` where they are wild.
+ */
+export interface ChannelPattern {
+  exclusive: boolean;
+  endpoint: string;
+  version: string;
+  id: string;
+}
+
+const PATTERN_SHAPE = `must match "endpoint/*", "endpoint/version/*" or "endpoint/version/id", optionally prefixed with "!"`;
+
+/** Parses a rule pattern, or says why it is not one (a string). */
+export function parsePattern(text: string): ChannelPattern | string {
+  const exclusive = text.startsWith("!");
+  const parts = text.slice(exclusive ? 1 : 0).split("/");
+  if (parts[0] === WILDCARD) return `endpoint cannot be "*": a rule over every endpoint is refused`;
+  if (parts.length === 2 && parts[1] === WILDCARD) {
+    return endpointProblem(parts[0]!) ?? { exclusive, endpoint: parts[0]!, version: WILDCARD, id: WILDCARD };
+  }
+  if (parts.length !== 3 || parts[1] === WILDCARD || parts[2] === "") return PATTERN_SHAPE;
+  const [endpoint, version, id] = parts as [string, string, string];
+  return endpointProblem(endpoint) ?? versionProblem(version) ?? idProblem(id) ?? { exclusive, endpoint, version, id };
+}
+
 /**
  * Parses `endpoint/version/id`. Throws `KittenError("BAD_CHANNEL")` whose message starts with
  * `action` (for example `Cannot send to "a/b"`).

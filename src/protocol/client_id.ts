@@ -21,7 +21,7 @@ export function validateClientId(id: unknown): asserts id is string {
     const shown = typeof id === "string" ? JSON.stringify(id.length > 60 ? `${id.slice(0, 57)}...` : id) : typeof id;
     throw new KittenError(
       "BAD_CLIENT_ID",
-      `Invalid client id ${shown}: must be 1 to 128 of letters, digits, ".", "_", "-", not starting with "."`,
+      `Cannot use client id ${shown}: it must be 1 to 128 of letters, digits, ".", "_", "-", not starting with "."`,
     );
   }
 }

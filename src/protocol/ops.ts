@@ -6,6 +6,7 @@
  * `ref` is the correlation id a client chooses for a request; the broker echoes it in `OK` or
  * `ERROR`. `sub` is the subscription (handler) id a client chooses for each listen/consume.
  */
+import { validateClientId } from "./client_id.ts";
 import { KittenError } from "./errors.ts";
 
 export const OP = {
@@ -153,9 +154,8 @@ export function checkHello(v: unknown[]): HelloOp {
   if (typeof options !== "object" || options === null || Array.isArray(options)) {
     throw new KittenError("BAD_PROTOCOL", "Cannot read hello: options must be a map");
   }
-  if (typeof options.client !== "string" || options.client.length === 0 || options.client.length > 256) {
-    throw new KittenError("BAD_PROTOCOL", "Cannot read hello: client must be a string of 1 to 256 characters");
-  }
+  if (typeof options.client !== "string") throw new KittenError("BAD_PROTOCOL", "Cannot read hello: client must be a string");
+  validateClientId(options.client); // BAD_CLIENT_ID: the rule the broker pins keys under
   if (options.token !== undefined && options.token !== null && typeof options.token !== "string") {
     throw new KittenError("BAD_PROTOCOL", "Cannot read hello: token must be a string or null");
   }

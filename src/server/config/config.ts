@@ -1,5 +1,6 @@
 /**
- * Broker configuration: defaults, parsing and validation of `kitten-mq.config.json`.
+ * Broker configuration: defaults, loading, and the checks between keys. The schema of the file is
+ * in schema.ts, the wording of its problems in problems.ts.
  *
  * The file keeps the original product's key names so existing config files load unchanged. The
  * input is merged deeply over `defaultConfig()` (the original merged shallowly, so a
@@ -12,17 +13,17 @@
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import * as v from "valibot";
-import { KittenError } from "../../protocol/errors.ts";
 import { parseHost } from "../../protocol/host.ts";
+import { isPlainObject, show } from "../internal/values.ts";
 import { jsonErrorPosition } from "./json_position.ts";
 import { compileSchemas } from "../schema/schema.ts";
+import { configError, type ConfigProblem, isUnknownKey, toProblem, unknownKeyProblems } from "./problems.ts";
+import { type Config, CONFIG_SCHEMA, isPeerAddress } from "./schema.ts";
 
-/** The fully resolved configuration: every key is present (types follow the schemas below). */
-export type Config = v.InferOutput<typeof CONFIG_SCHEMA>;
-/** Per-queue (`endpoint/version`) overrides of the broker-level settings. */
-export type ChannelConfig = v.InferOutput<typeof CHANNEL_SCHEMA>;
-/** One access rule: which channels a client (exact id, or prefix ending in `*`) may read and write. */
-export type Rule = v.InferOutput<typeof RULE_SCHEMA>;
+// The types and the problem shape live with the schema and the reports; imported from here too.
+export type { ChannelConfig, Config, Rule } from "./schema.ts";
+export { CONFIG_SCHEMA } from "./schema.ts";
+export type { ConfigProblem } from "./problems.ts";
 
 /** The effective settings of one queue, after `channels[queue]` overrides the broker-level keys. */
 export interface ChannelSettings {
@@ -42,12 +43,6 @@ export interface ChannelSettings {
   deadLetter: string | null;
   /** When a send to this queue is confirmed: on disk (fsync), at once then committed (batch), never stored (memory). */
   durability: "fsync" | "batch" | "memory";
-}
-
-/** One config problem; `path` is written like `channels["invoice/v1"].prefetch`. */
-export interface ConfigProblem {
-  path: string;
-  message: string;
 }
 
 export function defaultConfig(): Config {
@@ -113,155 +108,6 @@ export function defaultConfig(): Config {
  * `$comment`, where `kitten-mq init-conf` documents every key (JSON has no comments).
  */
 const COMPATIBILITY_KEYS = new Set(["isStopping", "$comment"]);
-
-const ENDPOINT = "[A-Za-z0-9_-]+";
-const VERSION = "[A-Za-z0-9._-]+";
-/** An id is URL-encoded, so it never contains a raw `/` or `*` (a lone `*` means every id). */
-const ID = "[^/*\\s]+";
-const QUEUE_RE = new RegExp(`^${ENDPOINT}/${VERSION}$`);
-const PATTERN_RE = new RegExp(`^!?${ENDPOINT}/(?:\\*|${VERSION}/(?:\\*|${ID}))$`);
-
-/** A peer is named by its serviceId: the address must carry one (`host:port@serviceId`). */
-function isPeerAddress(value: unknown): value is string {
-  if (typeof value !== "string") return false;
-  try {
-    const host = parseHost(value);
-    return host.serviceId !== null && /^[A-Za-z0-9._-]{1,128}$/.test(host.serviceId);
-  } catch {
-    return false;
-  }
-}
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
-
-// valibot's object schemas accept arrays, so every object is checked to be a plain one first.
-const object = <S extends v.GenericSchema>(schema: S) =>
-  v.pipe(v.custom<unknown>(isPlainObject, "must be an object"), schema);
-
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) => {
-  const message = max === Number.MAX_SAFE_INTEGER
-    ? `must be an integer >= ${min}`
-    : `must be an integer from ${min} to ${max}`;
-  return v.pipe(v.number(message), v.integer(message), v.minValue(min, message), v.maxValue(max, message));
-};
-const positiveSeconds = () =>
-  v.pipe(
-    v.number("must be a number of seconds > 0"),
-    v.finite("must be a number of seconds > 0"),
-    v.gtValue(0, "must be a number of seconds > 0"),
-  );
-const bool = () => v.boolean("must be true or false");
-const durability = () => v.picklist(["fsync", "batch", "memory"], `must be "fsync", "batch" or "memory"`);
-const str = () => v.string("must be a string");
-const nonEmpty = () => v.pipe(v.string("must be a non-empty string"), v.minLength(1, "must be a non-empty string"));
-const queueName = () =>
-  v.pipe(str(), v.regex(QUEUE_RE, `must be "endpoint/version" (letters, digits, "-", "_"; version also ".")`));
-
-const pattern = v.pipe(
-  str(),
-  v.check((p) => !/^!?\*(\/|$)/.test(p), `endpoint cannot be "*": a rule over every endpoint is refused`),
-  v.regex(
-    PATTERN_RE,
-    `must match "endpoint/*", "endpoint/version/*" or "endpoint/version/id", optionally prefixed with "!"`,
-  ),
-);
-
-const SOCKET_ENTRIES = {
-  port: int(0, 65535),
-  host: nonEmpty(),
-  token: v.nullable(v.pipe(v.string("must be a string or null"), v.minLength(1, "must be a non-empty string or null"))),
-  maxFrameSize: int(1024, 67108864),
-  maxConnections: int(1, 1000000),
-  handshakeTimeoutMs: int(100, 600000),
-  maxUnauthenticatedBytes: int(65536, 1073741824),
-  maxOutgoingBytes: int(65536, 1073741824),
-  slowConsumerGraceMs: int(100, 3600000),
-  // TLS on the client port: PEM file paths (relative to the config file).
-  tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
-  logs: str(),
-  packetsFilename: str(),
-};
-const ADMIN_ENTRIES = {
-  host: nonEmpty(),
-  token: v.nullable(v.pipe(v.string("must be a string or null"), v.minLength(1, "must be a non-empty string or null"))),
-  // TLS on the admin port: PEM file paths (relative to the config file).
-  tls: v.nullable(object(v.strictObject({ cert: nonEmpty(), key: nonEmpty() }))),
-  // Bun.serve's idleTimeout is at most 255 seconds.
-  idleTimeoutSeconds: int(1, 255),
-};
-const RULE_ENTRIES = {
-  // An exact client id, or a prefix ending in `*` (`easilys-*`).
-  client: nonEmpty(),
-  read: v.optional(v.array(pattern, "must be an array of patterns")),
-  write: v.optional(v.array(pattern, "must be an array of patterns")),
-};
-const CHANNEL_ENTRIES = {
-  prefetch: v.optional(int(1, 65535)),
-  listenerPrefetch: v.optional(int(1, 65535)),
-  // Seconds a waiting message may wait for a recipient; no ttl by default.
-  ttl: v.optional(positiveSeconds()),
-  maxItemsInQueue: v.optional(int(1)),
-  // Bytes of this durable queue's messages kept in memory.
-  memoryBudgetBytes: v.optional(int(1024)),
-  requeueLimit: v.optional(int(1)),
-  requeueInterval: v.optional(positiveSeconds()),
-  // The message format; the schema module owns that language and validates it.
-  map: v.optional(v.unknown()),
-  // The `endpoint/version` that receives this queue's dead messages.
-  deadLetter: v.optional(queueName()),
-  // Overrides the broker's durability for this queue.
-  durability: v.optional(durability()),
-};
-const ETCD_ENTRIES = {
-  endpoints: v.pipe(
-    v.array(v.pipe(str(), v.regex(/^https?:\/\/[^\s/]+$/, `must be a URL like "http://127.0.0.1:2379"`)), "must be an array of URLs"),
-    v.minLength(1, "must list at least one etcd endpoint"),
-  ),
-  leaseTtlSeconds: v.optional(int(2, 600), 3),
-  // Brokers that share a prefix elect one master among them.
-  prefix: v.optional(v.pipe(str(), v.regex(/^[A-Za-z0-9._\/-]{1,200}$/, "must be 1 to 200 of letters, digits, \".\", \"_\", \"-\", \"/\"")), "kitten-mq/"),
-};
-const CLUSTER_ENTRIES = {
-  peers: v.array(
-    v.pipe(str(), v.check((peer: string) => isPeerAddress(peer), `must look like "host:port@serviceId" (the serviceId names the peer)`)),
-    "must be an array of peer addresses",
-  ),
-  minInSyncReplicas: int(1, 16),
-  maxLagMs: int(100, 600000),
-  etcd: v.nullable(object(v.strictObject(ETCD_ENTRIES))),
-};
-const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
-const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
-const CONFIG_ENTRIES = {
-  serviceId: v.pipe(str(), v.regex(/^[A-Za-z0-9._-]{1,128}$/, `must be 1 to 128 of letters, digits, ".", "_", "-"`)),
-  isMaster: bool(),
-  socketServer: object(v.strictObject(SOCKET_ENTRIES)),
-  maxItemsInQueue: v.nullable(int(1)),
-  requeueLimit: int(1),
-  requeueInterval: positiveSeconds(),
-  prefetch: int(1, 65535),
-  listenerPrefetch: int(1, 65535),
-  maxMessagesPerQueue: v.nullable(int(1)),
-  memoryBudgetBytes: int(1024),
-  minFreeDiskBytes: int(0),
-  logLevel: int(1, 4),
-  registeredClientsPath: str(),
-  keysDirectory: str(),
-  keysName: str(),
-  logsDirectory: str(),
-  dataDirectory: str(),
-  durability: durability(),
-  commitIntervalMs: int(1, 10000),
-  isManagementInterface: bool(),
-  httpServerPort: int(0, 65535),
-  pollIntervalHTTP: int(100),
-  admin: object(v.strictObject(ADMIN_ENTRIES)),
-  rules: v.array(RULE_SCHEMA, "must be an array of rules"),
-  channels: object(v.record(queueName(), CHANNEL_SCHEMA)),
-  cluster: object(v.strictObject(CLUSTER_ENTRIES)),
-};
-export const CONFIG_SCHEMA = v.strictObject(CONFIG_ENTRIES);
 
 /** Parses and validates a config value (the JSON of a config file); `source` names it in errors. */
 export function parseConfig(input: unknown, source = "config"): Config {
@@ -430,92 +276,4 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
     }
   }
   return problems;
-}
-
-function isUnknownKey(issue: v.BaseIssue<unknown>): boolean {
-  return issue.type === "strict_object" && issue.expected === "never" && issue.path?.at(-1)?.origin === "key";
-}
-
-function toProblem(issue: v.BaseIssue<unknown>): ConfigProblem {
-  const items = issue.path ?? [];
-  const path = formatPath(items.map((item) => item.key));
-  if (issue.type === "strict_object" && items.at(-1)?.origin === "key") return { path, message: "is required" };
-  return { path, message: `${issue.message}: current value is ${show(issue.input)}` };
-}
-
-const TLS_ENTRIES = { cert: null, key: null };
-
-/** Every key the schema does not know, in every object of the file, each with a "did you mean" hint. */
-function unknownKeyProblems(config: Record<string, unknown>): ConfigProblem[] {
-  const problems: ConfigProblem[] = [];
-  const visit = (value: unknown, entries: Record<string, unknown>, keys: unknown[]) => {
-    if (!isPlainObject(value)) return;
-    for (const key of Object.keys(value)) {
-      if (Object.hasOwn(entries, key)) continue;
-      const typo = key.toLowerCase();
-      // One edit for short keys, two for long ones: close enough to be a typo, not another word.
-      const guess = Object.keys(entries).find((known) => editDistance(known.toLowerCase(), typo) <= (typo.length >= 4 ? 2 : 1));
-      problems.push({ path: formatPath([...keys, key]), message: guess ? `unknown key (did you mean "${guess}"?)` : "unknown key" });
-    }
-  };
-  visit(config, CONFIG_ENTRIES, []);
-  if (isPlainObject(config.cluster)) {
-    visit(config.cluster, CLUSTER_ENTRIES, ["cluster"]);
-    visit(config.cluster.etcd, ETCD_ENTRIES, ["cluster", "etcd"]);
-  }
-  for (const section of ["socketServer", "admin"] as const) {
-    const value = config[section];
-    visit(value, section === "admin" ? ADMIN_ENTRIES : SOCKET_ENTRIES, [section]);
-    if (isPlainObject(value)) visit(value.tls, TLS_ENTRIES, [section, "tls"]);
-  }
-  if (Array.isArray(config.rules)) config.rules.forEach((rule, index) => visit(rule, RULE_ENTRIES, ["rules", index]));
-  if (isPlainObject(config.channels)) {
-    for (const [queue, channel] of Object.entries(config.channels)) visit(channel, CHANNEL_ENTRIES, ["channels", queue]);
-  }
-  return problems;
-}
-
-/** `socketServer.port`, `rules[2].read[0]`; channel keys always as `channels["invoice/v1"]`. */
-function formatPath(keys: unknown[]): string {
-  if (keys.length === 0) return "(root)";
-  let out = "";
-  keys.forEach((key, index) => {
-    if (typeof key === "number") out += `[${key}]`;
-    else if (index === 1 && keys[0] === "channels") out += `[${JSON.stringify(key)}]`;
-    else if (/^[A-Za-z_$][\w$]*$/.test(String(key))) out += index === 0 ? String(key) : `.${String(key)}`;
-    else out += `[${JSON.stringify(String(key))}]`;
-  });
-  return out;
-}
-
-function show(value: unknown): string {
-  if (value === undefined) return "undefined";
-  if (typeof value === "number" && !Number.isFinite(value)) return String(value);
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value); // bigint or a cycle: parseConfig() also takes values that are not JSON
-  }
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
-}
-
-/** Levenshtein distance, small and only run on unknown keys, for the "did you mean" hint. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
-}
-
-function configError(source: string, problems: ConfigProblem[], cause?: unknown): KittenError {
-  const count = `${problems.length} problem${problems.length === 1 ? "" : "s"}`;
-  const list = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
-  const message = `Cannot load config "${source}": ${count}: ${list}`;
-  return new KittenError("CONFIG_INVALID", message, problems, cause === undefined ? undefined : { cause });
 }

@@ -42,11 +42,11 @@ import {
   fieldCheck,
   fieldMessage,
   isAbsent,
-  isPlainObject,
   TYPE_NAMES,
   type TypeName,
   TYPES,
 } from "./types.ts";
+import { isPlainObject, show } from "../internal/values.ts";
 
 /** One reason a message does not match its channel's format, in the shape 0.12 clients read. */
 export interface Issue {
@@ -220,7 +220,7 @@ function compileField(descriptor: unknown, path: string, problems: SchemaProblem
         else max = next;
         i++;
       } else {
-        problem(`"${item}" must be followed by a finite number (got ${show(next)})`);
+        problem(`"${item}" must be followed by a finite number (got ${next === undefined ? "nothing" : show(next)})`);
         if (next !== undefined && !isKeyword(next) && !isPlainObject(next)) i++;
       }
     } else if (item === "optional") {
@@ -388,14 +388,3 @@ function notAnArray(value: unknown): string {
   return `must be an array such as ["string"] (got ${show(value)})`;
 }
 
-function show(value: unknown): string {
-  if (value === undefined) return "nothing";
-  if (typeof value === "number" || typeof value === "bigint") return String(value);
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
-  }
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
-}

@@ -10,6 +10,7 @@
  *   exponential backtracking of the nested quantifier.
  * - Messages are plain English sentences, with no placeholders left to fill.
  */
+import { isPlainObject } from "../internal/values.ts";
 
 export const TYPE_NAMES = [
   "alpha",
@@ -49,12 +50,6 @@ const EMAIL = "[a-zA-Z0-9_\\-.]+@[a-zA-Z0-9_\\-.]+\\.[a-zA-Z]{2,125}";
 const EMAIL_RE = new RegExp(`^${EMAIL}$`);
 const EMAIL_LIST_RE = new RegExp(`^${EMAIL}(?:[\\n ]*;[\\n ]*${EMAIL})*$`);
 
-/** An object that is not an array, a byte string, a Date or a class instance. */
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== "object" || value === null) return false;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
-}
 
 /** What `optional` accepts in place of a value: null, undefined and the empty string. */
 export function isAbsent(value: unknown): boolean {

@@ -20,6 +20,7 @@
  *
  * compileRules() runs once per config load; checks are then a few Map lookups, no allocation.
  */
+import { parsePattern, WILDCARD } from "../../protocol/channel.ts";
 import { KittenError } from "../../protocol/errors.ts";
 import type { Rule } from "../config/config.ts";
 
@@ -196,30 +197,25 @@ function compileRule(rule: Rule, index: number): CompiledRule {
 function compileTree(patterns: readonly string[], path: string): Tree {
   const tree: Tree = new Map();
   patterns.forEach((text, index) => {
-    const exclusive = typeof text === "string" && text.startsWith("!");
-    const parts = typeof text === "string" ? text.slice(exclusive ? 1 : 0).split("/") : [];
-    const [endpoint, version, id] = parts;
-    const wellFormed = parts.every((part) => part !== "") && endpoint !== "*" &&
-      ((parts.length === 2 && version === "*") || (parts.length === 3 && version !== "*"));
-    if (!wellFormed) {
-      throw invalid(`${path}[${index}]`, `must be "endpoint/*", "endpoint/version/*" or "endpoint/version/id"`);
-    }
-    let node = tree.get(endpoint!);
-    if (node === undefined) tree.set(endpoint!, node = { all: undefined, versions: new Map() });
-    if (parts.length === 2) {
+    const pattern = typeof text === "string" ? parsePattern(text) : "must be a string";
+    if (typeof pattern === "string") throw invalid(`${path}[${index}]`, pattern);
+    const { exclusive, endpoint, version, id } = pattern;
+    let node = tree.get(endpoint);
+    if (node === undefined) tree.set(endpoint, node = { all: undefined, versions: new Map() });
+    if (version === WILDCARD) {
       node.all = or(node.all, exclusive);
       return;
     }
-    let versionNode = node.versions.get(version!);
-    if (versionNode === undefined) node.versions.set(version!, versionNode = { all: undefined, ids: new Map() });
-    if (id === "*") versionNode.all = or(versionNode.all, exclusive);
-    else versionNode.ids.set(id!, versionNode.ids.get(id!) === true || exclusive);
+    let versionNode = node.versions.get(version);
+    if (versionNode === undefined) node.versions.set(version, versionNode = { all: undefined, ids: new Map() });
+    if (id === WILDCARD) versionNode.all = or(versionNode.all, exclusive);
+    else versionNode.ids.set(id, versionNode.ids.get(id) === true || exclusive);
   });
   return tree;
 }
 
 function invalid(path: string, message: string): KittenError {
-  return new KittenError("CONFIG_INVALID", `Invalid rules: ${path}: ${message}`, [{ path, message }]);
+  return new KittenError("CONFIG_INVALID", `Cannot use rules: ${path}: ${message}`, [{ path, message }]);
 }
 
 export function directionOf(action: Action): Direction {
