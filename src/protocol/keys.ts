@@ -7,7 +7,7 @@
  * Node): only `node:fs/promises`, `node:path` and jose over WebCrypto; never the `Bun` global. Key types
  * are jose's `CryptoKey`, which is each runtime's own WebCrypto type (Deno's differs from Bun's).
  */
-import { link, mkdir, open, readFile, unlink } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type CryptoKey,
@@ -20,6 +20,7 @@ import {
   SignJWT,
 } from "jose";
 import { KittenError } from "./errors.ts";
+import { writeNewFile } from "./files.ts";
 
 export interface ClientKeys {
   /** Non-extractable signing key: code that holds a Client cannot read the private key back. */
@@ -122,8 +123,8 @@ async function createPair(directory: string, privatePath: string, publicPath: st
     const pair = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });
     const privatePem = await exportPKCS8(pair.privateKey);
     const publicPem = await exportSPKI(pair.publicKey);
-    if (!await writeNew(privatePath, `${privatePem}\n`, 0o600)) return; // another process won the race
-    await writeNew(publicPath, `${publicPem}\n`, 0o644);
+    if (!await writeNewFile(privatePath, `${privatePem}\n`, 0o600)) return; // another process won the race
+    await writeNewFile(publicPath, `${publicPem}\n`, 0o644);
   } catch (error) {
     if (error instanceof KittenError) throw error;
     throw new KittenError(
@@ -132,27 +133,6 @@ async function createPair(directory: string, privatePath: string, publicPath: st
       undefined,
       { cause: error },
     );
-  }
-}
-
-/** Creates `path` with `text` unless it exists (then false); never overwrites, never half-writes. */
-async function writeNew(path: string, text: string, mode: number): Promise<boolean> {
-  const temp = `${path}.${crypto.randomUUID()}.tmp`;
-  const file = await open(temp, "wx", mode);
-  try {
-    await file.writeFile(text);
-    await file.sync(); // the identity must survive a crash right after it is first used
-  } finally {
-    await file.close();
-  }
-  try {
-    await link(temp, path);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw error;
-  } finally {
-    await unlink(temp).catch(() => {});
   }
 }
 

@@ -9,9 +9,10 @@
  * Pinning is atomic: the file is created with link(), which fails when the name exists, so two
  * first connections cannot both win (an exists-then-write check would let them).
  */
-import { link, mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { type CryptoKey, exportJWK, exportSPKI, importSPKI } from "jose";
+import { writeNewFile } from "../../protocol/files.ts";
 import { isValidClientId, KittenError, validateClientId } from "../../protocol/mod.ts";
 
 /** An Ed25519 SPKI PEM is 113 characters; anything much longer is not one, whatever it says. */
@@ -128,31 +129,16 @@ export class KeyRegistry {
     return join(this.directory, `${clientId}.pub`);
   }
 
-  /**
-   * Writes the whole file under a temp name, then link()s it to the final name: link() fails
-   * with EEXIST when another pin won, so the file is never overwritten and never seen half
-   * written. False when the name was taken. Temp names start with "." (never a valid id).
-   */
+  /** Creates the pin file (writeNewFile: never overwritten, never half written); false when another pin won. */
   async #create(clientId: string, pem: string): Promise<boolean> {
     const path = this.#path(clientId);
-    const temp = join(this.directory, `.${clientId}.${crypto.randomUUID()}.tmp`);
     try {
       await mkdir(this.directory, { recursive: true, mode: 0o700 });
-      const file = await open(temp, "wx", 0o644);
-      try {
-        await file.writeFile(pem);
-        await file.sync(); // a pin lost in a crash would let another key take the id
-      } finally {
-        await file.close();
-      }
-      await link(temp, path);
+      if (!await writeNewFile(path, pem, 0o644)) return false;
       await syncDirectory(this.directory);
       return true;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
       throw keyFileError(path, `cannot be written: ${(error as Error).message}`, error);
-    } finally {
-      await unlink(temp).catch(() => {});
     }
   }
 }
