@@ -14,6 +14,7 @@ import {
   type HelloOptions,
   isErrorCode,
   isFatal,
+  isRetryable,
   KittenError,
   OP,
   opOf,
@@ -40,9 +41,6 @@ export interface ConnectionEvents {
   /** One of the calls above threw while handling a frame (a user handler or listener, a bug). */
   error(connection: HostConnection, error: unknown): void;
 }
-
-/** Fatal codes that say "not now" rather than "never": the link is retried with backoff. */
-const RETRYABLE = new Set(["BAD_FRAME", "FRAME_TOO_LARGE", "TOO_MANY_CONNECTIONS"]);
 
 export class HostConnection {
   state: "idle" | "connecting" | "open" | "stopped" = "idle";
@@ -243,7 +241,7 @@ export class HostConnection {
     const error = value[0] === OP.ERROR && isErrorCode(value[2])
       ? new KittenError(value[2], String(value[3]), value[4])
       : new KittenError("BAD_PROTOCOL", `Cannot connect to "${this.host.label}": expected welcome, got operation ${value[0]}`);
-    if (isFatal(error.code) && !RETRYABLE.has(error.code)) {
+    if (isFatal(error.code) && !isRetryable(error.code)) {
       // A refusal (token, key, version) would be refused again: stop instead of hammering.
       this.stop();
       this.events.refused(this, error);

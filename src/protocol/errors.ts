@@ -4,98 +4,104 @@
  * program ever has to parse a message text.
  *
  * `fatal` errors close the connection after they are sent; the others answer one request and
- * the connection goes on.
+ * the connection goes on. `retryable` errors say "not now" rather than "never": the same request
+ * (for a fatal code, the same connection) may succeed later, unchanged; the client dials again
+ * after a retryable fatal code and stops after any other. Messages read "Cannot X: why".
  */
 export const ERRORS = {
-  /** The bytes of a frame are not a CBOR value, or not an operation array. */
-  BAD_FRAME: { status: 400, fatal: true },
-  /** A frame's length prefix exceeds the receiver's maximum frame size. */
-  FRAME_TOO_LARGE: { status: 413, fatal: true },
+  // Protocol: frames, operations, the connection itself.
+  /** The bytes of a frame are not a CBOR value, or not an operation array (a new connection starts clean). */
+  BAD_FRAME: { status: 400, fatal: true, retryable: true },
+  /** A frame's length prefix exceeds the receiver's maximum frame size (a send the client refuses as too large never fits). */
+  FRAME_TOO_LARGE: { status: 413, fatal: true, retryable: true },
   /** The first frame was not a hello, the protocol version is unsupported, or a hello came twice. */
-  BAD_PROTOCOL: { status: 400, fatal: true },
-  /** The broker token (`#token` in the host string) is missing or wrong, or the key proof failed. */
-  AUTH_FAILED: { status: 401, fatal: true },
+  BAD_PROTOCOL: { status: 400, fatal: true, retryable: false },
   /** An operation is well framed but its fields have the wrong types or values. */
-  BAD_REQUEST: { status: 400, fatal: false },
+  BAD_REQUEST: { status: 400, fatal: false, retryable: false },
   /** The operation code is unknown to this broker (newer client); the connection stays open. */
-  UNKNOWN_OP: { status: 400, fatal: false },
-  /** The channel name does not follow `endpoint/version/id`, or uses `*` where it is refused. */
-  BAD_CHANNEL: { status: 400, fatal: false },
-  /** The client's rules do not allow this read or write. */
-  NOT_ALLOWED: { status: 403, fatal: false },
-  /** The message does not match the channel's format (`channels[...].map`). */
-  BAD_FORMAT: { status: 422, fatal: false },
-  /** A bounded queue is full: the broker's queue, or the client's queue of unconfirmed sends. */
-  QUEUE_FULL: { status: 503, fatal: false },
-  /** An operation names a subscription (handler) id that this connection has not registered. */
-  UNKNOWN_SUBSCRIPTION: { status: 404, fatal: false },
-  /** A subscription id is registered twice on one connection. */
-  DUPLICATE_SUBSCRIPTION: { status: 409, fatal: false },
-  /** A broker claims master with an epoch below one already seen: an old master, fenced (client report). */
-  FENCED: { status: 409, fatal: false },
-  /** Two brokers claim master with the same epoch: an operator must demote one (client report). */
-  TWO_MASTERS: { status: 409, fatal: false },
-  /** The broker already holds `socketServer.maxConnections` connections. */
-  TOO_MANY_CONNECTIONS: { status: 503, fatal: true },
-  /**
-   * The connection's unsent bytes stayed over `socketServer.maxOutgoingBytes` for longer than
-   * `socketServer.slowConsumerGraceMs`: the client does not read, and the broker resets the
-   * connection. Logged by the broker; no frame carries it (it would wait behind the unread bytes).
-   */
-  SLOW_CONSUMER: { status: 503, fatal: true },
-  /** The broker is stopping (soft-stop): it refuses new connections and new messages. */
-  STOPPING: { status: 503, fatal: false },
-  /** The durable store cannot accept writes (disk full, read-only, I/O error). */
-  STORE_UNAVAILABLE: { status: 503, fatal: false },
-  /** The data directory's disk has less free space than `minFreeDiskBytes`: sends to durable queues are refused until it has more. */
-  DISK_FULL: { status: 507, fatal: false },
+  UNKNOWN_OP: { status: 400, fatal: false, retryable: false },
+  /** The broker already holds `socketServer.maxConnections` connections; the client dials again with backoff. */
+  TOO_MANY_CONNECTIONS: { status: 503, fatal: true, retryable: true },
+  /** Unsent bytes stayed over `maxOutgoingBytes` for `slowConsumerGraceMs`: the connection is reset (broker log only). */
+  SLOW_CONSUMER: { status: 503, fatal: true, retryable: true },
   /** The client was closed by `disconnect()` before the broker settled the request. */
-  CLOSED: { status: 499, fatal: false },
-  /** The broker configuration is invalid; the message lists every problem with its key path. */
-  CONFIG_INVALID: { status: 400, fatal: true },
+  CLOSED: { status: 499, fatal: false, retryable: false },
   /** A bug in the broker; the connection stays open and the broker keeps running. */
-  INTERNAL: { status: 500, fatal: false },
-  /** The client's public key differs from the key pinned for its client id (rotation: unpin it first). */
-  KEY_MISMATCH: { status: 401, fatal: true },
-  /** The hello token's `exp` has passed. */
-  TOKEN_EXPIRED: { status: 401, fatal: true },
-  /** The hello token was made for another challenge (its nonce is not this connection's): a replay. */
-  TOKEN_REPLAYED: { status: 401, fatal: true },
-  /** The hello token's `aud` is not this broker's `serviceId`. */
-  BAD_AUDIENCE: { status: 401, fatal: true },
-  /** The hello token is not signed with EdDSA (`none`, `HS256`, or any other algorithm). */
-  BAD_ALGORITHM: { status: 401, fatal: true },
-  /** The hello token's signature does not verify with the client's (pinned) public key. */
-  BAD_SIGNATURE: { status: 401, fatal: true },
-  /** The hello token's `iss` is not the client id the connection claims. */
-  BAD_ISSUER: { status: 401, fatal: true },
+  INTERNAL: { status: 500, fatal: false, retryable: false },
+
+  // Authentication and access: the handshake, keys, rules.
+  /** The broker token (`#token` in the host string) is missing or wrong, or the key proof failed. */
+  AUTH_FAILED: { status: 401, fatal: true, retryable: false },
   /** The client id is not 1 to 128 of letters, digits, ".", "_", "-" (not starting with "."). */
-  BAD_CLIENT_ID: { status: 400, fatal: true },
+  BAD_CLIENT_ID: { status: 400, fatal: true, retryable: false },
+  /** The client's public key differs from the key pinned for its client id (rotation: unpin it first). */
+  KEY_MISMATCH: { status: 401, fatal: true, retryable: false },
   /** Rules are configured and no rule's `client` matches this new (unpinned) client id. */
-  UNKNOWN_CLIENT: { status: 403, fatal: true },
-  /** An exclusive (`!`) id is already owned by another client's registrations. */
-  EXCLUSIVE_TAKEN: { status: 409, fatal: false },
+  UNKNOWN_CLIENT: { status: 403, fatal: true, retryable: false },
+  /** The hello token is not signed with EdDSA (`none`, `HS256`, or any other algorithm). */
+  BAD_ALGORITHM: { status: 401, fatal: true, retryable: false },
+  /** The hello token's signature does not verify with the client's (pinned) public key. */
+  BAD_SIGNATURE: { status: 401, fatal: true, retryable: false },
+  /** The hello token's `iss` is not the client id the connection claims. */
+  BAD_ISSUER: { status: 401, fatal: true, retryable: false },
+  /** The hello token's `aud` is not this broker's `serviceId`. */
+  BAD_AUDIENCE: { status: 401, fatal: true, retryable: false },
+  /** The hello token's `exp` has passed. */
+  TOKEN_EXPIRED: { status: 401, fatal: true, retryable: false },
+  /** The hello token was made for another challenge (its nonce is not this connection's): a replay. */
+  TOKEN_REPLAYED: { status: 401, fatal: true, retryable: false },
   /** A key file is missing its pair, unreadable or not a valid key: the client's pair, or a broker's pinned key. */
-  KEY_FILE_ERROR: { status: 500, fatal: true },
-  /**
-   * `cluster.minInSyncReplicas` brokers (the master included) do not hold the message: fewer
-   * brokers are in sync than it asks for. Nothing was confirmed; send again later.
-   */
-  NOT_ENOUGH_REPLICAS: { status: 503, fatal: false },
+  KEY_FILE_ERROR: { status: 500, fatal: true, retryable: false },
+  /** The client's rules do not allow this read or write. */
+  NOT_ALLOWED: { status: 403, fatal: false, retryable: false },
+  /** An exclusive (`!`) id is owned by another client's registrations until they are gone. */
+  EXCLUSIVE_TAKEN: { status: 409, fatal: false, retryable: true },
+
+  // Sending and queues.
+  /** The channel name does not follow `endpoint/version/id`, or uses `*` where it is refused. */
+  BAD_CHANNEL: { status: 400, fatal: false, retryable: false },
+  /** The message does not match the channel's format (`channels[...].map`). */
+  BAD_FORMAT: { status: 422, fatal: false, retryable: false },
+  /** A bounded queue is full: the broker's queue, or the client's queue of unconfirmed sends. */
+  QUEUE_FULL: { status: 503, fatal: false, retryable: true },
+  /** An operation names a subscription (handler) id that this connection has not registered. */
+  UNKNOWN_SUBSCRIPTION: { status: 404, fatal: false, retryable: false },
+  /** A subscription id is registered twice on one connection. */
+  DUPLICATE_SUBSCRIPTION: { status: 409, fatal: false, retryable: false },
+  /** The broker is stopping (soft-stop): it refuses new connections and new messages; the client resends elsewhere. */
+  STOPPING: { status: 503, fatal: false, retryable: true },
+  /** The durable store cannot accept writes (disk full, read-only, I/O error). */
+  STORE_UNAVAILABLE: { status: 503, fatal: false, retryable: true },
+  /** The data directory's disk has less free space than `minFreeDiskBytes`: durable sends wait for more. */
+  DISK_FULL: { status: 507, fatal: false, retryable: true },
+
+  // Several brokers.
+  /** A broker claims master with an epoch below one already seen: an old master, fenced (client report). */
+  FENCED: { status: 409, fatal: false, retryable: false },
+  /** Two brokers claim master with the same epoch: an operator must demote one (client report). */
+  TWO_MASTERS: { status: 409, fatal: false, retryable: false },
+  /** Fewer brokers hold the message than `cluster.minInSyncReplicas` asks for: nothing confirmed, send again later. */
+  NOT_ENOUGH_REPLICAS: { status: 503, fatal: false, retryable: true },
   /** A promotion was refused: this broker has not caught up with the master (`reload --force` overrides). */
-  NOT_IN_SYNC: { status: 409, fatal: false },
+  NOT_IN_SYNC: { status: 409, fatal: false, retryable: true },
   /** A broker presented itself as a peer, but its id is not in this broker's `cluster.peers`. */
-  NOT_A_PEER: { status: 403, fatal: true },
+  NOT_A_PEER: { status: 403, fatal: true, retryable: false },
   /** A peer fell too far behind the replication stream; it reconnects and catches up again. */
-  REPLICA_TOO_SLOW: { status: 503, fatal: true },
+  REPLICA_TOO_SLOW: { status: 503, fatal: true, retryable: true },
+
+  // Configuration.
+  /** The broker configuration is invalid; the message lists every problem with its key path. */
+  CONFIG_INVALID: { status: 400, fatal: true, retryable: false },
+
+  // Admin API and CLI.
   /** Admin API: the queue, message, client key or route named does not exist. */
-  NOT_FOUND: { status: 404, fatal: false },
+  NOT_FOUND: { status: 404, fatal: false, retryable: false },
   /** Admin API: the bearer token (`admin.token`) is missing or wrong. */
-  UNAUTHORIZED: { status: 401, fatal: false },
+  UNAUTHORIZED: { status: 401, fatal: false, retryable: false },
   /** CLI: the command line is wrong (unknown command or flag, missing value); exit code 2. */
-  USAGE: { status: 400, fatal: false },
+  USAGE: { status: 400, fatal: false, retryable: false },
   /** CLI: no broker answers on the admin API the config names (not running, wrong config). */
-  UNREACHABLE: { status: 503, fatal: false },
+  UNREACHABLE: { status: 503, fatal: false, retryable: true },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -119,4 +125,9 @@ export function isErrorCode(value: unknown): value is ErrorCode {
 
 export function isFatal(code: ErrorCode): boolean {
   return ERRORS[code].fatal;
+}
+
+/** Whether trying again later, unchanged, may succeed (see `retryable` above). */
+export function isRetryable(code: ErrorCode): boolean {
+  return ERRORS[code].retryable;
 }

@@ -2,8 +2,9 @@
  * @module
  * The wire protocol shared by the client and the broker: frames, operations, channel names and
  * the error catalogue. Pure code: no `Bun` or `Deno` globals, no `node:*`, timers or I/O, so it runs
- * everywhere the client does. The exception, not exported here, is `keys.ts`: the key files a
- * client and a broker (towards its peers) keep, read with `node:fs`, which Bun, Deno and Node share.
+ * everywhere the client does. The exceptions, not exported here, are `keys.ts`, the key files a
+ * client and a broker (towards its peers) keep, and `files.ts`, how such files are created: both
+ * use `node:fs`, which Bun, Deno and Node share.
  */
 export * from "./errors.ts";
 export * from "./frame.ts";
