@@ -45,7 +45,7 @@ export function createAdminApp(server: BrokerServer, options: AdminOptions = {})
       return c.json(body, ERRORS[error.code].status as ContentfulStatusCode);
     }
     server.broker.log.error("admin", `${c.req.method} ${c.req.path}: ${(error as Error)?.stack ?? error}`);
-    return c.json({ code: "INTERNAL", message: `Internal error: ${(error as Error)?.message ?? error}` }, 500);
+    return c.json({ code: "INTERNAL", message: `Cannot ${c.req.method} ${c.req.path}: internal error: ${(error as Error)?.message ?? error}` }, 500);
   });
   app.notFound((c) => c.json({ code: "NOT_FOUND", message: `Cannot ${c.req.method} ${c.req.path}: no such route` }, 404));
 

@@ -38,7 +38,7 @@ export function startAdmin(server: BrokerServer, config: Config = server.broker.
       fetch: app.fetch,
       error(error) {
         server.broker.log.error("admin", `request failed: ${error.stack ?? error}`);
-        return Response.json({ code: "INTERNAL", message: `Internal error: ${error.message}` }, { status: 500 });
+        return Response.json({ code: "INTERNAL", message: `Cannot answer the request: internal error: ${error.message}` }, { status: 500 });
       },
     });
   } catch (error) {

@@ -59,8 +59,8 @@ export class MasterTracker {
       this.events.problem(
         new KittenError(
           "FENCED",
-          `Broker "${connection.host.label}" claims master with epoch ${epoch}, but "${this.#label}" is master ` +
-            `with epoch ${this.#epoch}: its deliveries are refused`,
+          `Cannot follow "${connection.host.label}" as master: it claims epoch ${epoch}, but "${this.#label}" is master ` +
+            `with epoch ${this.#epoch}; its deliveries are refused`,
         ),
       );
       return;
@@ -72,7 +72,7 @@ export class MasterTracker {
       this.events.problem(
         new KittenError(
           "TWO_MASTERS",
-          `Brokers "${connection.host.label}" and "${rival.host.label}" both claim master with epoch ${epoch}: ` +
+          `Cannot choose a master: "${connection.host.label}" and "${rival.host.label}" both claim epoch ${epoch}; ` +
             `demote one of them (isMaster false, then reload)`,
         ),
       );

@@ -55,7 +55,7 @@ const PAIR_SETTLE_MS = 100;
  */
 export async function loadOrCreateKeys(directory: string, name: string): Promise<ClientKeys> {
   if (name === "" || name.includes("/") || name.includes("\\")) {
-    throw new KittenError("KEY_FILE_ERROR", `Invalid keysName ${JSON.stringify(name)}: must be a file name`);
+    throw new KittenError("KEY_FILE_ERROR", `Cannot load keys ${JSON.stringify(name)}: keysName must be a file name`);
   }
   const privatePath = join(directory, `${name}.pem`);
   const publicPath = join(directory, `${name}.pub`);
@@ -76,7 +76,7 @@ export async function loadOrCreateKeys(directory: string, name: string): Promise
     const [present, missing] = privatePem === null ? [publicPath, privatePath] : [privatePath, publicPath];
     throw new KittenError(
       "KEY_FILE_ERROR",
-      `Key file "${missing}" is missing while "${present}" exists: restore it, or delete both to create a new ` +
+      `Cannot load key pair: "${missing}" is missing while "${present}" exists: restore it, or delete both to create a new ` +
         `key pair (the broker must then forget this client's pinned key)`,
     );
   }
@@ -146,13 +146,13 @@ async function importPair(privatePath: string, privatePem: string, publicPath: s
   ]);
   if (privateJwk.crv !== "Ed25519" || publicJwk.crv !== "Ed25519") {
     const path = privateJwk.crv !== "Ed25519" ? privatePath : publicPath;
-    throw new KittenError("KEY_FILE_ERROR", `Key file "${path}" does not hold an Ed25519 key`);
+    throw new KittenError("KEY_FILE_ERROR", `Cannot load key file "${path}": it does not hold an Ed25519 key`);
   }
   if (privateJwk.x !== publicJwk.x) {
     // Pinning would pin the `.pub` while the client signs with the `.pem`: every hello would fail.
     throw new KittenError(
       "KEY_FILE_ERROR",
-      `Key file "${publicPath}" is not the public key of "${privatePath}": restore the matching pair, or delete ` +
+      `Cannot load key pair: "${publicPath}" is not the public key of "${privatePath}": restore the matching pair, or delete ` +
         `both to create a new one`,
     );
   }
@@ -166,7 +166,7 @@ async function importKey(path: string, load: () => Promise<CryptoKey>): Promise<
   } catch (error) {
     throw new KittenError(
       "KEY_FILE_ERROR",
-      `Key file "${path}" does not hold a valid Ed25519 key (${(error as Error).message})`,
+      `Cannot load key file "${path}": it does not hold a valid Ed25519 key (${(error as Error).message})`,
       undefined,
       { cause: error },
     );

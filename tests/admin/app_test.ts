@@ -204,7 +204,7 @@ describe("admin app", () => {
     Object.defineProperty(f.server.broker, "registry", { value: { list: () => Promise.reject(new Error("disk on fire")) } });
     const { status, body } = await f.request("/clients");
     expect(status).toBe(500);
-    expect(body).toEqual({ code: "INTERNAL", message: "Internal error: disk on fire" });
+    expect(body).toEqual({ code: "INTERNAL", message: "Cannot GET /clients: internal error: disk on fire" });
     expect(f.logger.lines.some((line) => line.includes("disk on fire"))).toBe(true);
     expect((await f.request("/health")).status).toBe(200);
   });

@@ -566,7 +566,7 @@ describe("schema config errors (CONFIG_INVALID)", () => {
       const kittenError = error as KittenError;
       expect(kittenError.code).toBe("CONFIG_INVALID");
       expect((kittenError.details as SchemaProblem[]).map((p) => p.path)).toEqual([`${PATH}.a`, `${PATH}.b`, `${PATH}.c[1].d`]);
-      expect(kittenError.message).toStartWith("Invalid channel format: 3 problems: ");
+      expect(kittenError.message).toStartWith("Cannot compile channel format: 3 problems: ");
       for (const path of [`${PATH}.a:`, `${PATH}.b:`, `${PATH}.c[1].d:`]) expect(kittenError.message).toContain(path);
     }
   });

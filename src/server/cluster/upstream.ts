@@ -352,7 +352,7 @@ export class Upstream {
       case OP.ERROR:
         throw new KittenError(isErrorCode(value[2]) ? value[2] : "INTERNAL", String(value[3]));
       case OP.ROLE:
-        throw new KittenError("NOT_IN_SYNC", "the master changed role");
+        throw new KittenError("NOT_IN_SYNC", "Cannot follow the master: it changed role");
       default:
         return -1; // OK of SYNC, PONG
     }

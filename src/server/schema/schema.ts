@@ -97,7 +97,7 @@ export function compileSchema(map: unknown, path: string): CompiledSchema {
   if (problems.length > 0 || schema === undefined) {
     const count = `${problems.length} problem${problems.length === 1 ? "" : "s"}`;
     const list = problems.map((problem) => `${problem.path}: ${problem.message}`).join("; ");
-    throw new KittenError("CONFIG_INVALID", `Invalid channel format: ${count}: ${list}`, problems);
+    throw new KittenError("CONFIG_INVALID", `Cannot compile channel format: ${count}: ${list}`, problems);
   }
   return schema;
 }

@@ -169,5 +169,5 @@ async function syncDirectory(directory: string): Promise<void> {
 }
 
 function keyFileError(path: string, problem: string, cause: unknown): KittenError {
-  return new KittenError("KEY_FILE_ERROR", `Pinned key file "${path}" ${problem}`, undefined, { cause });
+  return new KittenError("KEY_FILE_ERROR", `Cannot use pinned key file "${path}": it ${problem}`, undefined, { cause });
 }

@@ -279,11 +279,11 @@ export class SqliteStore implements PagingStore {
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
   append(message: StoredMessage, mode: DurableMode = this.mode): void | Promise<void> {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
     if (mode === "batch" && !this.#healthy && !this.#probe()) {
       // Batch mode confirms at once: while the disk fails, the only honest answer is no.
       this.stats.refused++;
-      throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${this.#lastError}`);
+      throw new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${this.#lastError}`);
     }
     const seq = this.#nextSeq++;
     message.position = seq;
@@ -336,7 +336,7 @@ export class SqliteStore implements PagingStore {
 
   /** Every message not removed, in arrival order. Commits what is pending first. */
   load(): StoredMessage[] {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
     this.#flushAll();
     const messages: StoredMessage[] = [];
     for (const row of this.#db.query(SQL.selectAll).values()) {
@@ -401,18 +401,18 @@ export class SqliteStore implements PagingStore {
   }
 
   #open(): void {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
   }
 
   /** A meta value (`epoch`, `store_version`, …), or null. */
   meta(key: string): MetaValue | null {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
     return getMeta(this.#db, key);
   }
 
   /** Writes a meta value in its own transaction, on disk when this returns. */
   setMeta(key: string, value: MetaValue): void {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" is closed`);
+    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
     try {
       setMeta(this.#db, key, value);
     } catch (error) {
@@ -492,7 +492,7 @@ export class SqliteStore implements PagingStore {
   }
 
   #unavailable(error: unknown): KittenError {
-    return new KittenError("STORE_UNAVAILABLE", `The store in "${this.directory}" cannot write: ${describe(error)}`, undefined, {
+    return new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${describe(error)}`, undefined, {
       cause: error,
     });
   }

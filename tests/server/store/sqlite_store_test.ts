@@ -423,7 +423,7 @@ it.skipIf(!canMountTmpfs)("SqliteStore on a full tmpfs refuses appends with STOR
     reloaded: string[];
   };
   expect(result.failure?.code).toBe("STORE_UNAVAILABLE");
-  expect(result.failure?.message).toMatch(/cannot write: SQLITE_(FULL|IOERR)/);
+  expect(result.failure?.message).toMatch(/^Cannot write to the store in .*: SQLITE_(FULL|IOERR)/);
   expect(result.refusedAgain?.code).toBe("STORE_UNAVAILABLE");
   expect(result.healthyAfterFailure).toBe(false);
   expect(result.healthyAfterRecovery).toBe(true);
