@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { queueProblem } from "../protocol/channel.ts";
 import { isErrorCode, KittenError } from "../protocol/errors.ts";
 import { type Config, defaultConfig, loadConfigFile, parseConfig } from "../server/mod.ts";
 import { connectHost, readState } from "./state.ts";
@@ -115,9 +116,9 @@ async function locatingConfig(path: string): Promise<Config> {
 
 /** `orders/v1` → `/queues/orders/v1`; anything else is refused before a request is made. */
 export function queuePath(queue: string): string {
-  const parts = queue.split("/");
-  if (parts.length !== 2 || parts.some((part) => part === "")) {
-    throw new CliError("USAGE", `-q must name a queue as "endpoint/version": current value is ${JSON.stringify(queue)}`);
+  const problem = queueProblem(queue);
+  if (problem !== null) {
+    throw new CliError("USAGE", `Cannot use -q ${JSON.stringify(queue)}: ${problem}`);
   }
-  return `/queues/${parts.map(encodeURIComponent).join("/")}`;
+  return `/queues/${queue.split("/").map(encodeURIComponent).join("/")}`;
 }
