@@ -108,7 +108,7 @@ export class Session implements Peer {
       this.#decoder.each(chunk, this.#visit);
     } catch (error) {
       const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
-      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `${error.message}: the largest frame accepted before welcome`) : error);
+      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `Cannot read a frame before welcome: ${error.message.replace(/^Cannot decode frame: /, "")}, the largest frame accepted before welcome`) : error);
       if (tooLarge) collectAfterRefusal();
     }
     if (this.state === "open" || this.state === "closed") return;
@@ -370,7 +370,7 @@ export class Session implements Peer {
    */
   announceStopping(): void {
     if (this.state !== "open") return;
-    this.#push([OP.ERROR, null, "STOPPING", "The broker is stopping: it takes no new sends and closes once deliveries in flight are done"]);
+    this.#push([OP.ERROR, null, "STOPPING", "Cannot take new sends: the broker is stopping; it closes once deliveries in flight are done"]);
   }
 
   /** Fills every handler's free prefetch slots (the broker just became master). */
@@ -420,7 +420,7 @@ export class Session implements Peer {
   #fail(ref: number | null, error: unknown): void {
     const known = error instanceof KittenError;
     const code = known ? error.code : "INTERNAL";
-    const message = known ? error.message : `Internal error: ${(error as Error)?.message ?? String(error)}`;
+    const message = known ? error.message : `Cannot handle the request: internal error: ${(error as Error)?.message ?? String(error)}`;
     if (!known) this.#broker.log.error("socket", `client=${this.clientId};${(error as Error)?.stack ?? error}`);
     if (this.state === "closed") return;
     this.#push(known && error.details !== undefined ? [OP.ERROR, ref, code, message, error.details] : [OP.ERROR, ref, code, message]);

@@ -2,9 +2,9 @@
  * Broker configuration: defaults, loading, and the checks between keys. The schema of the file is
  * in schema.ts, the wording of its problems in problems.ts.
  *
- * The file keeps the original product's key names so existing config files load unchanged. The
- * input is merged deeply over `defaultConfig()` (the original merged shallowly, so a
- * `socketServer` object without `host` made the broker listen on every interface), then validated
+ * The file keeps kitten-mq 0.12's key names so its config files load unchanged. The input is
+ * merged deeply over `defaultConfig()`: a section given with some keys keeps the defaults of the
+ * others (a `socketServer` without `host` stays on loopback), then validated
  * completely: every problem is collected with its key path and reported in one `CONFIG_INVALID`
  * error, so an operator fixes a file in one pass instead of one error per restart.
  *
@@ -47,10 +47,10 @@ export interface ChannelSettings {
 
 export function defaultConfig(): Config {
   return {
-    serviceId: "broker-1", // the original's name; it is the JWT audience, so clients expect it
-    isMaster: true, // a lone broker must deliver out of the box (the original defaulted to a silent false)
+    serviceId: "broker-1", // 0.12's name; it is the JWT audience, so clients expect it
+    isMaster: true, // a lone broker must deliver out of the box
     socketServer: {
-      port: 1234, // the original's port: existing clients connect without changes
+      port: 1234, // 0.12's port: existing clients connect without changes
       host: "127.0.0.1", // safe by default: exposing the broker is an explicit decision
       token: null, // no shared secret unless the operator sets one; keys and pinning still apply
       maxFrameSize: 1048576, // 1 MiB bounds what one peer can make the broker allocate
@@ -60,39 +60,39 @@ export function defaultConfig(): Config {
       maxOutgoingBytes: 4194304, // a slow reader holds at most 4 MiB of unsent frames; its deliveries pause
       slowConsumerGraceMs: 10000, // unsent bytes over maxOutgoingBytes this long: SLOW_CONSUMER, closed (NATS's write deadline)
       tls: null, // plain TCP unless certificate and key files are given
-      logs: "packets", // compatibility only: the original's packet-store folder, unused (bun:sqlite stores)
+      logs: "packets", // accepted so 0.12 files load; unused (bun:sqlite stores)
       packetsFilename: "broker.log", // compatibility only, unused for the same reason
     },
-    // null: by durability. A memory queue keeps the original's 1,000 waiting messages; a durable
+    // null: by durability. A memory queue keeps 1,000 waiting messages (0.12's bound; it protects RAM); a durable
     // queue has no count bound, as its messages wait on disk (minFreeDiskBytes bounds them).
     maxItemsInQueue: null as number | null,
-    requeueLimit: 5, // the original's delivery limit: a poison message dies instead of looping forever
-    requeueInterval: 100, // the original's ack timeout in seconds
-    prefetch: 1, // one unacked delivery per consumer handler: fair round-robin, as the original
+    requeueLimit: 5, // a poison message dies instead of looping forever
+    requeueInterval: 100, // ack timeout in seconds (0.12's value)
+    prefetch: 1, // one unacked delivery per consumer handler: fair round-robin
     listenerPrefetch: 1000, // listeners are acked automatically, so a deep window costs little
     // null: by durability. A memory queue holds at most 1,000,000 (its memory); a durable queue
     // pages to disk beyond memoryBudgetBytes, so only minFreeDiskBytes bounds it.
     maxMessagesPerQueue: null as number | null,
     memoryBudgetBytes: 8388608, // 8 MiB of messages per durable queue in memory; the rest are read back from the store ahead of need
     minFreeDiskBytes: 268435456, // sends to durable queues are refused (DISK_FULL) while the data directory's disk has less free
-    logLevel: 2, // info, as the original
-    registeredClientsPath: "clients", // the original's folder of pinned client keys
-    keysDirectory: "keys", // the original's template value; its empty default crashed the broker
-    keysName: "broker", // the original's template value
+    logLevel: 2, // info
+    registeredClientsPath: "clients", // folder of pinned client keys (0.12's name)
+    keysDirectory: "keys", // the broker's own key pair needs a folder: no empty default
+    keysName: "broker", // 0.12's template value
     logsDirectory: "logs", // compatibility only: accepted and unused; logs go to stdout/stderr (journald under systemd)
     dataDirectory: "kitten-mq-data", // durable store folder, next to the config file
     durability: "fsync", // a confirmed send is on disk: survives kill -9 and power loss
     commitIntervalMs: 5, // batch mode: how often pending messages are committed
-    isManagementInterface: true, // the original serves statistics unless told not to
-    httpServerPort: 8080, // the original's admin port
-    pollIntervalHTTP: 5000, // the original's dashboard refresh, in milliseconds
+    isManagementInterface: true, // the admin API and statistics are served unless turned off
+    httpServerPort: 8080, // 0.12's admin port: existing scrapes keep working
+    pollIntervalHTTP: 5000, // dashboard refresh, in milliseconds
     admin: {
-      host: "127.0.0.1", // the original listened on every interface with no auth: loopback unless told otherwise
+      host: "127.0.0.1", // loopback unless told otherwise: the admin API can stop and purge the broker
       token: null, // bearer token for the admin API; required when host is not loopback
       tls: null, // plain HTTP unless certificate and key files are given
       idleTimeoutSeconds: 10, // idle keep-alive connections are closed: they cannot pile up
     },
-    rules: [], // no rules: every client may read and write everything, as the original
+    rules: [], // no rules: every client may read and write everything (an exposed broker without token or rules is warned about)
     channels: {}, // every queue uses the broker-level settings
     cluster: {
       peers: [], // the other brokers' client addresses ("host:port@serviceId"); none: a lone broker
@@ -104,7 +104,7 @@ export function defaultConfig(): Config {
 }
 
 /**
- * Top-level keys that are accepted and ignored: the original's internal soft-stop state, and
+ * Top-level keys that are accepted and ignored: `isStopping`, which 0.12 wrote into its file, and
  * `$comment`, where `kitten-mq init-conf` documents every key (JSON has no comments).
  */
 const COMPATIBILITY_KEYS = new Set(["isStopping", "$comment"]);
@@ -178,7 +178,7 @@ export function channelSettings(config: Config, queue: string): ChannelSettings 
   };
 }
 
-/** `maxItemsInQueue` of a memory queue when the config sets none: the original's bound. */
+/** `maxItemsInQueue` of a memory queue when the config sets none: 0.12's bound, which protects a memory queue's RAM. */
 export const MEMORY_MAX_ITEMS = 1000;
 /** `maxMessagesPerQueue` of a memory queue when the config sets none: what bounds its memory. */
 export const MEMORY_MAX_MESSAGES = 1_000_000;

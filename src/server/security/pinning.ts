@@ -51,7 +51,7 @@ export class KeyRegistry {
     const pem = await canonicalKey(text).catch((error) => {
       throw keyFileError(
         path,
-        "does not hold an Ed25519 public key (keys pinned by the original Kitten-MQ are ES512: delete the file " +
+        "does not hold an Ed25519 public key (keys pinned by kitten-mq 0.12 are ES512: delete the file " +
           "so that the client pins its new key on its next connection)",
         error,
       );
