@@ -1,5 +1,5 @@
 /**
- * Several brokers (issue 6, item 6): three brokers on loopback, one master and two slaves.
+ * Several brokers: three brokers on loopback, one master and two slaves.
  *
  * - steady state: only the master delivers; the slaves keep the same messages and their depth
  *   follows the acks (mirrored by the client) back to 0; a send is settled by the master only;

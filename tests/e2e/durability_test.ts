@@ -1,5 +1,5 @@
 /**
- * Durability end to end (issue 5, items 4–7): recovery at start, memory and batch modes, store
+ * Durability end to end: recovery at start, memory and batch modes, store
  * failures, soft-stop of a broker process, and a bounded kill -9 crash test.
  *
  * Brokers that must survive a restart share a data directory made here (the test broker's own
@@ -121,7 +121,7 @@ it("durability: a delivery in flight at stop is delivered again after the restar
 });
 
 it("durability: the delivery count of a message in flight at stop survives the restart (nbRequeues)", async () => {
-  // Issue 5 item 4: "reloads every unacked and waiting message, in order, with its delivery count".
+  // A restart reloads every unacked and waiting message, in order, with its delivery count.
   const data = temps.make();
   const first = cleanup.broker({ dataDirectory: data });
   const mq = await cleanup.client(first);

@@ -1,5 +1,5 @@
 /**
- * Resource limits end to end (issue 3, items 6 and 7): maxConnections, maxFrameSize and the
+ * Resource limits end to end: maxConnections, maxFrameSize and the
  * per-connection outgoing bound that keeps a stalled consumer from growing broker memory.
  */
 import { afterEach, expect, it } from "bun:test";

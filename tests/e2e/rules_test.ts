@@ -1,5 +1,5 @@
 /**
- * Rules end to end (issue 3, items 4 and 7): what a client may read and write, unknown clients,
+ * Rules end to end: what a client may read and write, unknown clients,
  * prefix clients, the three pattern levels, `!` exclusive ids, addId, reload, and acks bound to
  * the connection a delivery went to. One test per refusal, each asserting the exact code and a
  * message naming client, channel and direction.

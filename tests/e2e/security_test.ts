@@ -1,5 +1,5 @@
 /**
- * Security end to end (issue 3, item 7): client key files, key pinning, the authenticated
+ * Security end to end: client key files, key pinning, the authenticated
  * handshake and its refusals. One test per refusal; each asserts the exact code, that the message
  * names what failed, that the connection is closed, and that the broker still serves a bystander.
  */

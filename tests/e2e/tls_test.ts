@@ -1,5 +1,5 @@
 /**
- * TLS on the client port end to end (issue 3, item 5), with a self-signed certificate made in the
+ * TLS on the client port end to end, with a self-signed certificate made in the
  * test by the openssl CLI. Skipped, saying so, only when openssl is not installed.
  */
 import { afterAll, afterEach, beforeAll, expect, it } from "bun:test";
