@@ -62,11 +62,19 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
 
 let clientSeq = 0;
 
+/** A clientId no other client of this test run has. */
+export function uniqueClientId(): string {
+  return `test-client-${process.pid}-${++clientSeq}`;
+}
+
+/** Reconnect settings for tests where a broker goes away and comes back: retries every 10-50 ms. */
+export const fastReconnect = { reconnectDelayMs: 10, maxReconnectDelayMs: 50 };
+
 /** Client options for `testBroker`: a unique clientId and a fast reconnect, then `options`. */
 export function clientOptions(testBroker: { host: string }, options: Partial<ClientOptions> = {}): Partial<ClientOptions> {
   return {
     hosts: [testBroker.host],
-    clientId: `test-client-${process.pid}-${++clientSeq}`,
+    clientId: uniqueClientId(),
     keysDirectory: testKeysDirectory,
     reconnectDelayMs: 20,
     maxReconnectDelayMs: 100,
