@@ -15,6 +15,7 @@ import {
   clientOptions,
   type Received,
   recorder,
+  drain,
   rejection,
   sleep,
   type TestBroker,
@@ -93,7 +94,7 @@ it("durability: 50 confirmed messages survive a restart and are delivered in ord
   const consumer = await cleanup.client(second);
   await consumer.consume("jobs/v1/1", recorder(got)).ready;
   await waitFor(() => got.length >= 50);
-  await sleep(50); // nothing more (no duplicate) arrives
+  await drain(consumer, "jobs/v1/1", got); // nothing more (no duplicate) arrives
   expect(numbers(got)).toEqual(range(0, 50));
   expect(got.every((r) => r.info.channel.id === "1")).toBe(true);
 });
@@ -187,7 +188,7 @@ it("durability: acked messages are not recovered; dead-lettered ones come back i
   await consumer.consume("jobs/v1/*", recorder(jobs)).ready;
   await consumer.consume("dead/v1/*", recorder(dead)).ready;
   await waitFor(() => dead.length === 2);
-  await sleep(100);
+  await drain(consumer, "jobs/v1/1", jobs);
   expect(jobs).toEqual([]);
   expect(numbers(dead)).toEqual([1, 3]);
   expect(dead.every((r) => r.info.channel.id === "1")).toBe(true);
@@ -259,7 +260,7 @@ it("durability: memory mode creates no store file, and a restart has nothing", a
   const got: Received[] = [];
   const consumer = await cleanup.client(second);
   await consumer.consume("jobs/v1/*", recorder(got)).ready;
-  await sleep(100);
+  await drain(consumer, "jobs/v1/1", got);
   expect(got).toEqual([]);
   expect(existsSync(join(data, STORE_FILE))).toBe(false);
 });
@@ -284,7 +285,8 @@ it("durability: a memory channel in an fsync broker loses its messages on restar
   await consumer.consume("x/v1/*", recorder(x)).ready;
   await consumer.consume("y/v1/*", recorder(y)).ready;
   await waitFor(() => y.length === 2);
-  await sleep(50);
+  await drain(consumer, "x/v1/1", x);
+  await drain(consumer, "y/v1/1", y);
   expect(numbers(y)).toEqual([10, 11]);
   expect(x).toEqual([]);
 });
@@ -315,11 +317,10 @@ it("durability: batch mode confirms before the commit, and commits within commit
   const commits = store.commits;
   const started = performance.now();
   await sender.send("jobs/v1/1", { n: 1 });
-  // Confirmed at once: the 1 s commit has not run yet.
-  expect(performance.now() - started).toBeLessThan(500);
+  // Confirmed before the commit: it is still pending and no commit ran.
   expect(store.pending).toBe(1);
   expect(store.commits).toBe(commits);
-  await waitFor(() => store.pending === 0, 2500);
+  await waitFor(() => store.pending === 0, 5000);
   expect(store.commits).toBe(commits + 1);
   expect(performance.now() - started).toBeGreaterThanOrEqual(900);
 });
@@ -331,7 +332,9 @@ it("durability: batch mode — after commitIntervalMs a confirmed message surviv
   children.push(child);
   const sender = await cleanup.client(child);
   await sendAll(sender, "jobs/v1/1", range(0, 20));
-  await sleep(100 + 250); // the interval, and a margin
+  // Waiting out the commit interval the test sets is the subject (the broker runs in another
+  // process: its commits have no event here). The interval, and a margin.
+  await sleep(100 + 250);
   await kill9(child);
   await sender.disconnect();
 
@@ -403,8 +406,9 @@ it("durability: while the store fails, sends get STORE_UNAVAILABLE, stored messa
   await waitFor(() => got.length === 4);
   expect(numbers(got)).toEqual([0, 1, 2, 3]);
   await waitFor(() => store.healthy && store.pending === 0);
-  await sleep(50);
+  await drain(sender, "jobs/v1/1", got);
   expect(numbers(got)).toEqual([0, 1, 2, 3]); // the refused sends never show up
+  await waitFor(() => live(broker, "jobs/v1") === 0 && store.pending === 0); // the marker's ack is in
   await broker.stop();
   await sender.disconnect();
   await consumer.disconnect();
@@ -445,7 +449,7 @@ it("durability: in batch mode a failing store refuses sends, and keeps the ones 
   const consumer = await cleanup.client(restarted);
   await consumer.consume("jobs/v1/1", recorder(got)).ready;
   await waitFor(() => got.length >= 2);
-  await sleep(50);
+  await drain(consumer, "jobs/v1/1", got);
   expect(numbers(got)).toEqual([0, 1]);
 });
 
@@ -472,7 +476,7 @@ it("durability: a message that dies while the store fails is not lost (dead lett
     done(false); // past requeueLimit 1: dies into dead/v1, whose append fails
   }).ready;
   await waitFor(() => refusals === 1);
-  await sleep(60);
+  await waitFor(() => !store.healthy, 2000, "the dead letter's append failed");
   failing = false;
   await waitFor(() => store.healthy && store.pending === 0);
   // The confirmed message must still exist somewhere: in jobs/v1 or in dead/v1.
@@ -501,6 +505,8 @@ it("durability: SIGUSR1 refuses sends (the client keeps them) and connections, w
   await waitFor(() => child.output().includes("soft stop"), 2000);
   // Refused with STOPPING by the broker, kept by the client for the next broker it reaches.
   const kept = sender.send("jobs/v1/2", { n: 99 }).then(() => "confirmed", (error) => error.code);
+  // The windows below are the subject: a send, a connection and an exit that do not happen have
+  // no event to wait for.
   expect(await Promise.race([kept, sleep(200).then(() => "pending")])).toBe("pending");
 
   // A new client is not let in (it keeps retrying).
@@ -518,8 +524,8 @@ it("durability: SIGUSR1 refuses sends (the client keeps them) and connections, w
   // …and exits 0 soon after it is acked.
   const acked = performance.now();
   held[0]!.done();
-  expect(await Promise.race([child.exited, sleep(3000).then(() => "timeout")])).toBe(0);
-  expect(performance.now() - acked).toBeLessThan(1500);
+  expect(await Promise.race([child.exited, sleep(10_000).then(() => "timeout")])).toBe(0);
+  expect(performance.now() - acked).toBeLessThan(10_000); // well before the 30 s grace
   await sender.disconnect();
   expect(await kept).toBe("CLOSED"); // disconnected before any broker took it
   await consumer.disconnect();
@@ -530,7 +536,7 @@ it("durability: SIGUSR1 refuses sends (the client keeps them) and connections, w
   const reader = await cleanup.client(again);
   await reader.consume("jobs/v1/*", recorder(got)).ready;
   await waitFor(() => got.length >= 4);
-  await sleep(50);
+  await drain(reader, "jobs/v1/1", got);
   expect(numbers(got)).toEqual([1, 2, 3, 4]); // 0 was acked, 99 never stored
 });
 
@@ -546,8 +552,8 @@ it("durability: soft-stop past its grace stops anyway, and the unacked delivery 
   const started = performance.now();
   await server.softStop(200);
   const elapsed = performance.now() - started;
-  expect(elapsed).toBeGreaterThanOrEqual(150);
-  expect(elapsed).toBeLessThan(1000);
+  expect(elapsed).toBeGreaterThanOrEqual(150); // not before the grace
+  expect(elapsed).toBeLessThan(10_000); // and it does stop
   await mq.disconnect();
 
   const again = cleanup.broker({ dataDirectory: data });
@@ -567,13 +573,13 @@ it("durability: soft-stop lets in-flight deliveries finish but starts no new one
   await mq.consume("jobs/v1/1", recorder(got, { ack: false })).ready; // prefetch 1
   await waitFor(() => got.length === 1);
   const started = performance.now();
-  const stopped = broker.server.softStop(2000);
+  const stopped = broker.server.softStop(30_000);
   got[0]!.done();
   await stopped;
   // The ack freed the only in-flight slot: the broker should stop at once, not hand out message 1
   // and wait for it until the grace runs out.
   expect(numbers(got)).toEqual([0]);
-  expect(performance.now() - started).toBeLessThan(1000);
+  expect(performance.now() - started).toBeLessThan(10_000); // far from the 30 s grace
   await mq.disconnect();
 
   const again = cleanup.broker({ dataDirectory: data });

@@ -102,6 +102,20 @@ export async function waitFor(
   }
 }
 
+/**
+ * Proves that nothing more is on its way to `got` from the queue of `channel`, without a clock:
+ * sends a marker through `sender` and waits for it. A queue delivers in order, so whatever was
+ * queued before the marker (a duplicate, a message that should not be there) has arrived by then.
+ * The marker is taken out of `got` again. `got` must be filled by a consumer of `channel` that acks.
+ */
+export async function drain(sender: Client, channel: string, got: Received[], timeoutMs = 5000): Promise<void> {
+  const marker = `drain-${process.pid}-${++clientSeq}`;
+  const isMarker = (r: Received) => (r.message as { drain?: unknown } | null)?.drain === marker;
+  await sender.send(channel, { drain: marker });
+  await waitFor(() => got.some(isMarker), timeoutMs, `the marker sent to ${channel} arrived`);
+  got.splice(got.findIndex(isMarker), 1);
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
