@@ -15,7 +15,6 @@ import {
 import { kill9, spawnBroker, writeBrokerConfig } from "../helpers/crash.ts";
 import { STORE_FILE } from "../../src/server/store/record.ts";
 import { SqliteStore } from "../../src/server/store/sqlite_store.ts";
-import type { Store } from "../../src/server/store/store.ts";
 import { durabilityFixture, live, numbers, range, sendAll } from "../helpers/durability.ts";
 
 const { cleanup, temps, children } = durabilityFixture();
