@@ -23,6 +23,7 @@ function sqliteSubject(mode: "fsync" | "batch") {
     return {
       store,
       updates: () => store.stats.updates, // The first store's: reopened ones start again at 0.
+      committed: () => waitFor(() => (current as SqliteStore).pending === 0, 2000, "nothing waits for a commit"),
       reopen: async () => {
         await current.close();
         current = open();
