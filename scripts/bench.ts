@@ -38,7 +38,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { encode } from "../src/protocol/cbor.ts";
 import { payload } from "./bench_client.ts";
-import { type FloorResult, runFloor } from "./bench/floor.ts";
+import { type FloorResult, pacingWarning, runFloor } from "./bench/floor.ts";
 import { CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
 import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.ts";
 import type { Median, RunResult } from "./bench/results.ts";
@@ -315,7 +315,9 @@ async function main(): Promise<number> {
           floors.push(floor);
           // The floor publisher's own pacing, so that "same pacing" can be checked against (c)'s.
           const pacing = `sent at ${floor.achievedRate}/s, ≤${floor.maxBatch}/batch`;
-          result.note = [result.note, `floor p99 ${ms(floor.latency.p99)} ms (${pacing})`].filter(Boolean).join("; ");
+          const warning = pacingWarning(floor, scenario.floor!.rate);
+          if (warning) console.warn(`  warning: ${warning}`);
+          result.note = [result.note, `floor p99 ${ms(floor.latency.p99)} ms (${pacing})`, warning].filter(Boolean).join("; ");
         }
         runs.push(result);
         rows.push(row(String(run), result));

@@ -79,6 +79,19 @@ export async function runFloor(options: Omit<Options, "port">, timeoutMs: number
   }
 }
 
+/** How far the publisher's achieved rate may stray from the asked one and still count as "the same pacing". */
+export const PACING_TOLERANCE = 0.1;
+
+/**
+ * A warning when the floor publisher did not keep its schedule (achieved rate more than
+ * PACING_TOLERANCE away from `rate`): its p99 then describes another pacing than (c)'s. Null when
+ * it kept it. A rate depends on the machine, so it is checked here, in `npm run bench`, not in tests.
+ */
+export function pacingWarning(result: Pick<FloorResult, "achievedRate">, rate: number): string | null {
+  if (Math.abs(result.achievedRate - rate) <= rate * PACING_TOLERANCE) return null;
+  return `floor pacing not kept: sent at ${result.achievedRate}/s, asked ${rate}/s (more than ±${PACING_TOLERANCE * 100}%)`;
+}
+
 /**
  * What one socket of the relay did not take yet. Bun TCP sockets do not buffer: `write()` returns
  * how much it took and the rest would be lost. As the broker's session does, the rest waits here,

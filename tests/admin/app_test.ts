@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "bun:test";
 import { adminFixture, type Fixture, writeConfig } from "./_fixture.ts";
+import { waitFor } from "../helpers/broker.ts";
 import { PREVIEW_MAX_BYTES } from "../../src/admin/display.ts";
 
 let fixture: Fixture;
@@ -238,7 +239,7 @@ describe("admin app", () => {
     expect(await f.request("/soft-stop", { method: "POST" })).toMatchObject({ status: 202, body: { stopping: true, graceMs: 30000 } });
     expect(await f.request("/stop", { method: "POST" })).toMatchObject({ status: 202, body: { graceMs: 5000 } });
     expect(calls).toEqual([]); // not before the reply is out
-    await Bun.sleep(30);
+    await waitFor(() => calls.length === 2, 2000, "both stops called");
     expect(calls.map(([grace]) => grace)).toEqual([30000, 5000]);
     expect((await f.request("/soft-stop")).status).toBe(404); // GET is not a way to stop a broker
   });
@@ -246,7 +247,7 @@ describe("admin app", () => {
   it("POST /soft-stop without a stop handler soft-stops the broker server", async () => {
     const f = open();
     expect((await f.request("/soft-stop", { method: "POST" })).status).toBe(202);
-    await Bun.sleep(100);
+    await waitFor(() => f.logger.lines.some((line) => line.includes("stopped")), 2000, 'the broker logs "stopped"');
     expect(f.server.broker.stopping).toBe(true);
     expect(f.logger.lines.some((line) => line.includes("stopped"))).toBe(true);
   });

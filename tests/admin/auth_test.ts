@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "bun:test";
 import { KittenError } from "../../src/protocol/errors.ts";
 import { defaultConfig, parseConfig } from "../../src/server/mod.ts";
 import { adminFixture, type Fixture } from "./_fixture.ts";
+import { waitFor } from "../helpers/broker.ts";
 
 let fixture: Fixture;
 afterEach(async () => await fixture?.close());
@@ -78,7 +79,7 @@ describe("admin auth and config", () => {
     const same = await f.request("/soft-stop", { method: "POST", headers: { Host: "127.0.0.1:8080", Origin: "http://127.0.0.1:8080" } });
     expect(same.status).toBe(202);
     expect((await f.request("/soft-stop", { method: "POST" })).status).toBe(202); // the CLI sends no Origin
-    await Bun.sleep(30);
+    await waitFor(() => stops.length >= 2, 2000, "both stops called");
     expect(stops).toEqual([30000, 30000]);
   });
 

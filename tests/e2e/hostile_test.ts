@@ -131,7 +131,7 @@ it("e2e: hostile truncated frame, then a close from the client side, leaves the 
   await waitFor(() => broker.broker.sessions.size === sessionsBefore + 1);
   const full = rawFrame(encode([OP.SEND, 1, "cut/v1/1", "m-1", encode("x".repeat(100))]));
   wire.sendRaw(full.subarray(0, 40));
-  await Bun.sleep(30);
+  await other.check(); // a round trip through the broker after the 40 bytes: it has read them
   expect(wire.isClosed).toBe(false); // the broker waits for the rest of the frame
   wire.close();
   await waitFor(() => broker.broker.sessions.size === sessionsBefore);
@@ -145,7 +145,7 @@ it("e2e: hostile frame dribbled one byte at a time is still read correctly", asy
   const bytes = rawFrame(encode([OP.HELLO, PROTOCOL_VERSION, { client: "slow", token: null }]));
   for (const byte of bytes) {
     wire.sendRaw(new Uint8Array([byte]));
-    await Bun.sleep(1);
+    await Bun.sleep(1); // the spacing is the subject: each byte arrives in a read of its own
   }
   await answerChallenge(wire, "slow");
   wire.send([OP.PING, 9]);

@@ -7,7 +7,7 @@ import { Client } from "../../mod.ts";
 import { encode, frame, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import { Session } from "../../src/server/session.ts";
-import { Cleanup, clientOptions, rejection, sleep, type TestBroker, waitFor } from "../helpers/broker.ts";
+import { Cleanup, clientOptions, rejection, type TestBroker, waitFor } from "../helpers/broker.ts";
 import { attacker, bystander, expectFatal } from "../helpers/security.ts";
 import { hello, rawFrame } from "../helpers/wire.ts";
 
@@ -67,10 +67,12 @@ it("e2e: limits: maxConnections: a refused connection's frames are never process
   cleanup.defer(() => (Session.prototype.receive = receive));
   const pushy = await attacker(cleanup, broker);
   pushy.send([OP.HELLO, PROTOCOL_VERSION, { client: "pushy", token: null }]);
-  await sleep(10); // after the broker's refusal was written
-  pushy.send([OP.PING, 3]);
+  await waitFor(() => pushy.buffered.some((frame) => frame[0] === OP.ERROR), 2000, "the refusal arrived");
+  pushy.send([OP.PING, 3]); // sent after the refusal was written
   await pushy.closed;
-  await sleep(20);
+  // A round trip on the holder's link, after the ping was written: the broker has read the ping by then.
+  one.send([OP.PING, 4]);
+  expect(await one.expect(OP.PONG)).toEqual([OP.PONG, 4]);
   expect(pushy.buffered.filter((frame) => frame[0] !== OP.ERROR)).toEqual([]); // no CHALLENGE, no PONG
   expect([...readers].filter((session) => !broker.broker.sessions.has(session))).toEqual([]);
   expect(broker.broker.sessions.size).toBe(1);
@@ -85,7 +87,8 @@ it("e2e: limits: maxConnections: a real client refused for capacity retries and 
   let connected = false;
   const connecting = mq.connect(clientOptions(broker)).then(() => (connected = true));
   connecting.catch(() => {});
-  await sleep(200); // several attempts (reconnectDelayMs 20, max 100), all refused
+  // Several attempts (reconnectDelayMs 20, max 100), all refused.
+  await waitFor(() => broker.logger.lines.filter((l) => l.includes("maxConnections 1 reached;refused")).length > 1, 5000);
   expect(connected).toBe(false);
   expect(broker.logger.lines.filter((l) => l.includes("maxConnections 1 reached;refused")).length).toBeGreaterThan(1);
   holder.close();

@@ -16,7 +16,6 @@ import {
   type Received,
   recorder,
   rejection,
-  sleep,
   startTestBroker,
   type TestBroker,
   waitFor,
@@ -335,7 +334,9 @@ it("e2e: rules: a refused addId is not registered again after a reconnect (the g
   const again = cleanup.add(startTestBroker({ rules, registeredClientsPath: pins, socketServer: { port } }));
   const writer = await cleanup.client(again, { clientId: "w" });
   await waitFor(() => mq.isConnected(), 2500);
-  await sleep(50); // let the re-registration be answered
+  // The re-registration went first on the new link: a request after it is answered after it (this
+  // send is refused, c may only read).
+  expect((await rejection(mq.send("e/v1/a", "barrier"))).code).toBe("NOT_ALLOWED");
   await writer.send("e/v1/a", "after reconnect");
   await waitFor(() => got.length === 1 || errors.length > 0);
   expect(errors).toEqual([]);
@@ -422,6 +423,7 @@ it("e2e: rules: a send refused by the rules is never delivered (raw wire, answer
   expect(error[4]).toEqual({ client: "app-10", channel: "orders/v2/1", direction: "write" });
   wire.send([OP.PING, 78]);
   await wire.expect(OP.PONG); // not fatal
-  await sleep(30);
+  // A round trip on the reader's link: a delivery written before its answer would have come first.
+  await reader.send("orders/v1/1", "barrier");
   expect(got).toEqual([]);
 });

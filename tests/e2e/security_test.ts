@@ -11,7 +11,7 @@ import { Client } from "../../mod.ts";
 import { loadOrCreateKeys } from "../../src/client/keys.ts";
 import { encode, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
-import { Cleanup, clientOptions, rejection, sleep, waitFor } from "../helpers/broker.ts";
+import { Cleanup, clientOptions, rejection, waitFor } from "../helpers/broker.ts";
 import { thrown } from "../helpers/errors.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import {
@@ -422,16 +422,13 @@ it("e2e: security auth: a connection that says hello but never answers the chall
   const wire = await attacker(cleanup, broker);
   const started = performance.now();
   await challengeOf(wire, freshId("silent"));
-  await sleep(100);
-  expect(wire.isClosed).toBe(false);
-  await waitFor(() => wire.isClosed, 1500);
+  await waitFor(() => wire.isClosed, 10_000);
   const elapsed = performance.now() - started;
-  expect(elapsed).toBeGreaterThanOrEqual(150);
-  expect(elapsed).toBeLessThan(1500);
+  expect(elapsed).toBeGreaterThanOrEqual(150); // not before the deadline
+  expect(elapsed).toBeLessThan(10_000);
   expect(broker.logger.lines.some((l) => l.includes("not authenticated within 200 ms"))).toBe(true);
-  await other.check();
-  // The bystander, authenticated long ago, is not subject to the deadline.
-  await sleep(250);
+  // The bystander, authenticated, is not subject to the deadline: it connected before the attacker,
+  // so its own deadline, had it kept one, has passed by now.
   await other.check();
 });
 
@@ -441,8 +438,8 @@ it("e2e: security auth: a connection that never sends hello is closed after hand
   const started = performance.now();
   const wire = await dial(broker.port);
   cleanup.defer(() => wire.close());
-  await waitFor(() => wire.isClosed, 1500);
-  expect(performance.now() - started).toBeGreaterThanOrEqual(150);
+  await waitFor(() => wire.isClosed, 10_000);
+  expect(performance.now() - started).toBeGreaterThanOrEqual(150); // not before the deadline
   await waitFor(() => broker.broker.sessions.size === 1); // only the bystander
   await other.check();
 });

@@ -62,11 +62,19 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
 
 let clientSeq = 0;
 
+/** A clientId no other client of this test run has. */
+export function uniqueClientId(): string {
+  return `test-client-${process.pid}-${++clientSeq}`;
+}
+
+/** Reconnect settings for tests where a broker goes away and comes back: retries every 10-50 ms. */
+export const fastReconnect = { reconnectDelayMs: 10, maxReconnectDelayMs: 50 };
+
 /** Client options for `testBroker`: a unique clientId and a fast reconnect, then `options`. */
 export function clientOptions(testBroker: { host: string }, options: Partial<ClientOptions> = {}): Partial<ClientOptions> {
   return {
     hosts: [testBroker.host],
-    clientId: `test-client-${process.pid}-${++clientSeq}`,
+    clientId: uniqueClientId(),
     keysDirectory: testKeysDirectory,
     reconnectDelayMs: 20,
     maxReconnectDelayMs: 100,
@@ -92,6 +100,20 @@ export async function waitFor(
     if (Date.now() > deadline) throw new Error(`waitFor timed out after ${timeoutMs} ms: ${what}`);
     await sleep(5);
   }
+}
+
+/**
+ * Proves that nothing more is on its way to `got` from the queue of `channel`, without a clock:
+ * sends a marker through `sender` and waits for it. A queue delivers in order, so whatever was
+ * queued before the marker (a duplicate, a message that should not be there) has arrived by then.
+ * The marker is taken out of `got` again. `got` must be filled by a consumer of `channel` that acks.
+ */
+export async function drain(sender: Client, channel: string, got: Received[], timeoutMs = 5000): Promise<void> {
+  const marker = `drain-${process.pid}-${++clientSeq}`;
+  const isMarker = (r: Received) => (r.message as { drain?: unknown } | null)?.drain === marker;
+  await sender.send(channel, { drain: marker });
+  await waitFor(() => got.some(isMarker), timeoutMs, `the marker sent to ${channel} arrived`);
+  got.splice(got.findIndex(isMarker), 1);
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -132,7 +132,8 @@ test("node: reconnect — a send made while the broker is down is confirmed once
   const first = await startBroker({ socketServer: { port } });
   const keys = tempDir();
   const mq = track(client());
-  mq.on("error", () => {});
+  let failures = 0;
+  mq.on("error", () => failures++); // each failed reconnect attempt while the broker is down
   const events = [];
   mq.on("connect", () => events.push("connect"));
   mq.on("disconnect", () => events.push("disconnect"));
@@ -148,7 +149,8 @@ test("node: reconnect — a send made while the broker is down is confirmed once
 
   let settled = false;
   const sent = mq.send("back/v1/1", { kept: true }).finally(() => (settled = true));
-  await new Promise((r) => setTimeout(r, 50));
+  const before = failures;
+  await waitFor(() => failures >= before + 2, 5000, "two failed reconnect attempts after the send");
   assert.equal(settled, false);
 
   await startBroker({ socketServer: { port } });

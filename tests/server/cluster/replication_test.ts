@@ -48,10 +48,11 @@ let seq = 0;
 const snapshot = (messages: Message[]) => ({ count: messages.length, entries: messages[Symbol.iterator]() });
 const message = (id: string) => new Message(id, "q/v1", "x", new Uint8Array([1, 2, 3]), 0, seq++);
 
+/** How `promise` stands once the event loop takes its next turn: what settles it here is synchronous. */
 async function settled(promise: Promise<void>): Promise<"confirmed" | string> {
   const result = await Promise.race([
     promise.then(() => "confirmed", (error: KittenError) => error.code),
-    new Promise<string>((resolve) => setTimeout(() => resolve("pending"), 20)),
+    new Promise<string>((resolve) => setImmediate(() => resolve("pending"))),
   ]);
   return result;
 }

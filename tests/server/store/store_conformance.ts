@@ -14,6 +14,8 @@ export interface StoreUnderTest {
   cleanup: () => Promise<void> | void;
   /** Durable stores: delivery-count UPDATEs written so far by the store under test (its stats). */
   updates?: () => number;
+  /** Durable stores: resolves once the open store has nothing waiting for a commit. */
+  committed?: () => Promise<void>;
 }
 
 const encoder = new TextEncoder();
@@ -175,7 +177,7 @@ export function runStoreConformance(
       // Counts continue on the loaded objects (recovered messages redelivered); they never go down.
       first.store.noteDelivery(first.loaded[0]!, 4);
       first.store.noteDelivery(first.loaded[2]!, 2);
-      await Bun.sleep(10); // Durable stores: an earlier commit wrote 5; this one writes nothing lower.
+      await subject.committed?.(); // Durable stores: an earlier commit wrote 5; this one writes nothing lower.
       first.store.noteDelivery(first.loaded[2]!, 1);
       const second = await recovered(subject);
       expect(second.loaded.map(delivery).map((m) => m.deliveries)).toEqual([4, 0, 5]);
@@ -211,7 +213,7 @@ export function runStoreConformance(
       store.noteDelivery(unknown!, 7); // Never appended (a memory-mode channel).
       store.noteDelivery(kept!, 1);
       expect(store.load().map(delivery)).toEqual([{ id: kept!.id, deliveries: 1, deadLetter: null }]);
-      await Bun.sleep(10); // Durable stores: the counts of gone messages were dropped by a commit.
+      await subject.committed?.(); // Durable stores: the counts of gone messages were dropped by a commit.
       expect((await recovered(subject)).loaded.map(delivery)).toEqual([{ id: kept!.id, deliveries: 1, deadLetter: null }]);
       if (subject.updates) expect(subject.updates()).toBe(1);
     });

@@ -1,0 +1,72 @@
+/**
+ * Shared setup of the SqliteStore tests (tests/server/store/sqlite_store*_test.ts): temp folders
+ * removed after the file, a store in one, and what a crash would leave on disk.
+ */
+import { afterAll, expect } from "bun:test";
+import { copyFileSync, existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { KittenError } from "../../src/protocol/errors.ts";
+import { memoryLogger } from "../../src/server/log.ts";
+import { STORE_FILE } from "../../src/server/store/record.ts";
+import { SqliteStore, type SqliteStoreOptions } from "../../src/server/store/sqlite_store.ts";
+import type { StoredMessage } from "../../src/server/store/store.ts";
+import { TempDirs } from "./temp_dir.ts";
+
+/** The fixture of one test file: its folders are removed after it (`afterAll`), even after a failure. */
+export function sqliteStoreFixture() {
+  const temps = new TempDirs("kitten-store-");
+  afterAll(temps.removeAll);
+
+  /** Runs `body` with a store in a temp directory, then closes it and deletes the directory. */
+  async function withStore(
+    options: Partial<SqliteStoreOptions>,
+    body: (store: SqliteStore, directory: string) => Promise<void>,
+  ): Promise<void> {
+    const directory = temps.make();
+    const store = new SqliteStore({ directory, logger: memoryLogger(), ...options });
+    try {
+      await body(store, directory);
+    } finally {
+      store.close();
+      rmSync(directory, { recursive: true, force: true });
+    }
+  }
+
+  /** Opens a copy of the database files: what a crash at this instant would leave on disk (ids). */
+  function snapshot(directory: string): string[] {
+    return snapshotMessages(directory).map((message) => message.id);
+  }
+
+  /** Like `snapshot`, the loaded messages. */
+  function snapshotMessages(directory: string): StoredMessage[] {
+    const copy = temps.make();
+    try {
+      for (const suffix of ["", "-wal"]) {
+        const file = join(directory, STORE_FILE + suffix);
+        if (existsSync(file)) copyFileSync(file, join(copy, STORE_FILE + suffix));
+      }
+      const store = new SqliteStore({ directory: copy, logger: memoryLogger() });
+      const messages = store.load();
+      store.close();
+      return messages;
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  }
+
+  return { temps, withStore, snapshot, snapshotMessages };
+}
+
+/**
+ * The error `promise` rejects with, asserted to be a KittenError. Accepts append()'s
+ * `void | Promise` result (tests/helpers/broker.ts's `rejection` takes a promise only).
+ */
+export async function storeRejection(promise: unknown): Promise<KittenError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(KittenError);
+    return error as KittenError;
+  }
+  throw new Error("expected a rejection");
+}

@@ -1,0 +1,189 @@
+/**
+ * SqliteStore across versions: the checked-in store fixtures read back, upgrades that match the
+ * schema of a fresh store, migrate(), metadata, and opening a missing directory.
+ */
+import { Database } from "bun:sqlite";
+import { expect, it } from "bun:test";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { memoryLogger } from "../../../src/server/log.ts";
+import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
+import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
+import { STORE_VERSION } from "../../../src/version.ts";
+import { delivery, fields, storedMessage } from "./store_conformance.ts";
+import { sqliteStoreFixture } from "../../helpers/sqlite_store.ts";
+
+const { temps } = sqliteStoreFixture();
+
+const fixtureV1 = readFileSync(join(import.meta.dir, "fixtures/store_v1.sql"), "utf8");
+
+it("SqliteStore reads the checked-in store v1 fixture (upgrade/readback)", async () => {
+  const directory = temps.make();
+  try {
+    const db = new Database(join(directory, STORE_FILE));
+    db.run(fixtureV1);
+    db.close();
+    const logger = memoryLogger();
+    const store = new SqliteStore({ directory, logger });
+    expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=1;to=${STORE_VERSION};store upgraded`);
+    const loaded = store.load();
+    // Upgraded in place: v1 kept no delivery counts nor dead letters.
+    expect(loaded.map(delivery)).toEqual(["k1a2.0", "k1a2.1", "k1a2.4", "k1a2.4~9"].map((id) => ({ id, deliveries: 0, deadLetter: null })));
+    expect(loaded.map(fields)).toEqual([
+      { id: "k1a2.0", queue: "orders/v1", destination: "shop-1", created: 1767225601000, body: Uint8Array.from(Buffer.from("a2626964016474657874657061706572", "hex")) },
+      { id: "k1a2.1", queue: "orders/v1", destination: "*", created: 1767225602000, body: new TextEncoder().encode('{"id":2}') },
+      { id: "k1a2.4", queue: "mails/v2", destination: "ops", created: 1767225605000, body: new Uint8Array(0) },
+      { id: "k1a2.4~9", queue: "dead/v1", destination: "shop-1", created: 1767225606000, body: Uint8Array.from({ length: 16 }, (_, i) => i) },
+    ]);
+    expect(store.meta(META.STORE_VERSION)).toBe(STORE_VERSION);
+    expect(store.meta(META.EPOCH)).toBe(7);
+    // New messages go after the old ones; loaded ones can be removed and counted.
+    store.remove(loaded[1]!);
+    store.noteDelivery(loaded[2]!, 2);
+    await store.append(storedMessage(1));
+    store.close();
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.load().map(delivery)).toEqual([
+      { id: "k1a2.0", deliveries: 0, deadLetter: null },
+      { id: "k1a2.4", deliveries: 2, deadLetter: null },
+      { id: "k1a2.4~9", deliveries: 0, deadLetter: null },
+      { id: storedMessage(1).id, deliveries: 0, deadLetter: null },
+    ]);
+    reopened.close();
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+});
+
+const fixtureV2 = readFileSync(join(import.meta.dir, "fixtures/store_v2.sql"), "utf8");
+
+it("SqliteStore reads the checked-in store v2 fixture (delivery counts and dead letters)", async () => {
+  const directory = temps.make();
+  try {
+    const db = new Database(join(directory, STORE_FILE));
+    db.run(fixtureV2);
+    db.close();
+    const store = new SqliteStore({ directory, logger: memoryLogger() });
+    const loaded = store.load();
+    const hex = (text: string) => Uint8Array.from(Buffer.from(text, "hex"));
+    expect(loaded.map(fields)).toEqual([
+      { id: "k2b7.0", queue: "orders/v1", destination: "shop-1", created: 1769904001000, body: hex("a2626964016474657874657061706572") },
+      { id: "k2b7.1", queue: "orders/v1", destination: "*", created: 1769904002000, body: new TextEncoder().encode('{"id":2}') },
+      { id: "k2b7.3", queue: "mails/v2", destination: "ops", created: 1769904004000, body: new Uint8Array(0) },
+      { id: "k2b7.1~9", queue: "dead/v1", destination: "shop-2", created: 1769904007000, body: new TextEncoder().encode('{"id":2}') },
+      { id: "k2b7.6~10", queue: "dead/v1", destination: "*", created: 1769904008000, body: Uint8Array.from({ length: 16 }, (_, i) => i) },
+    ]);
+    expect(loaded.map(delivery)).toEqual([
+      { id: "k2b7.0", deliveries: 0, deadLetter: null },
+      { id: "k2b7.1", deliveries: 3, deadLetter: null },
+      { id: "k2b7.3", deliveries: 1, deadLetter: null },
+      { id: "k2b7.1~9", deliveries: 0, deadLetter: { reason: "requeueLimit", channel: "orders/v1/shop-2", messageId: "k2b7.1", deliveries: 5 } },
+      { id: "k2b7.6~10", deliveries: 2, deadLetter: { reason: "ttl", channel: "orders/v1/*", messageId: "k2b7.6", deliveries: 0 } },
+    ]);
+    expect(store.meta(META.STORE_VERSION)).toBe(STORE_VERSION);
+    expect(store.meta(META.EPOCH)).toBe(3);
+    // Counts continue, new messages go after the old ones, loaded ones can be removed.
+    store.noteDelivery(loaded[1]!, 4);
+    store.remove(loaded[3]!);
+    await store.append(storedMessage(1));
+    store.close();
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.load().map((message) => [message.id, message.deliveries])).toEqual([
+      ["k2b7.0", 0],
+      ["k2b7.1", 4],
+      ["k2b7.3", 1],
+      ["k2b7.6~10", 2],
+      [storedMessage(1).id, 0],
+    ]);
+    reopened.close();
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+});
+
+it("every store fixture, once opened, has the schema of a fresh store (UPGRADES match SCHEMA)", () => {
+  const shape = (db: Database) =>
+    ["meta", "messages"].map((table) => db.query(`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info('${table}') ORDER BY cid`).all());
+  const fresh = new Database(":memory:");
+  for (const statement of SCHEMA) fresh.run(statement);
+  expect((shape(fresh)[1] as { name: string }[]).map((column) => column.name)).toEqual([
+    "seq",
+    "id",
+    "queue",
+    "destination",
+    "created",
+    "body",
+    "deliveries",
+    "dead_letter",
+  ]);
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2]] as const) {
+    const db = new Database(":memory:");
+    db.run(fixture);
+    expect(migrate(db, { directory: "/fixture" })).toBe(version);
+    expect(shape(db)).toEqual(shape(fresh));
+    expect(db.query("SELECT value FROM meta WHERE key = 'store_version'").get()).toEqual({ value: STORE_VERSION });
+    db.close();
+  }
+  fresh.close();
+});
+
+it("migrate() runs each upgrade step in order and records the new version, in one transaction", () => {
+  const db = new Database(":memory:");
+  db.run(fixtureV1);
+  const steps: number[] = [];
+  const upgrades = {
+    1: (db: Database) => {
+      steps.push(1);
+      db.run("ALTER TABLE messages ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0");
+    },
+    2: () => {
+      steps.push(2);
+    },
+  };
+  expect(migrate(db, { directory: "/fixture", target: 3, upgrades })).toBe(1);
+  expect(steps).toEqual([1, 2]);
+  expect(db.query("SELECT value FROM meta WHERE key = 'store_version'").get()).toEqual({ value: 3 });
+  expect(db.query("SELECT id, deliveries FROM messages ORDER BY seq LIMIT 1").get()).toEqual({ id: "k1a2.0", deliveries: 0 });
+  db.close();
+
+  // A missing step refuses the store and leaves it as it was.
+  const old = new Database(":memory:");
+  old.run(fixtureV1);
+  expect(() => migrate(old, { directory: "/fixture", target: 3, upgrades: { 1: upgrades[1] } })).toThrow(
+    'Cannot open the store in "/fixture": no upgrade from store version 2 to 3',
+  );
+  expect(old.query("SELECT value FROM meta WHERE key = 'store_version'").get()).toEqual({ value: 1 });
+  expect(old.query("SELECT count(*) AS n FROM pragma_table_info('messages') WHERE name = 'deliveries'").get()).toEqual({ n: 0 });
+  old.close();
+});
+
+it("SqliteStore.setMeta() writes a value that survives reopening (cluster epoch)", () => {
+  const directory = temps.make();
+  try {
+    const store = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(store.meta(META.EPOCH)).toBe(0);
+    expect(store.meta("missing")).toBeNull();
+    store.setMeta(META.EPOCH, 12);
+    store.close();
+    expect(() => store.meta(META.EPOCH)).toThrow(/closed/);
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.meta(META.EPOCH)).toBe(12);
+    reopened.close();
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+});
+
+it("SqliteStore creates a missing data directory and logs where it opened", () => {
+  const parent = temps.make();
+  try {
+    const logger = memoryLogger();
+    const directory = join(parent, "a", "b");
+    const store = new SqliteStore({ directory, mode: "batch", logger });
+    expect(existsSync(join(directory, STORE_FILE))).toBe(true);
+    expect(logger.lines).toEqual([`[info ] [store    ] directory=${directory};mode=batch;version=${STORE_VERSION};store opened`]);
+    store.close();
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
+});
