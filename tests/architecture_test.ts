@@ -3,6 +3,7 @@
  * - src/protocol (the wire format, shared by client and broker) imports nothing of ours outside it;
  * - src/client imports only src/protocol and src/version.ts (a leaf), so it runs on Bun, Deno, Node;
  * - src/server never imports src/client, src/admin or src/cli (they build on it, not the reverse);
+ * - src/admin and src/cli reach the broker through src/server/mod.ts only;
  * - no `Bun.` in src/protocol or src/client;
  * - no file under src/, tests/ or scripts/ over 500 lines;
  * - no import cycle among the files of src/.
@@ -33,6 +34,9 @@ const RULES: Rule[] = [
   { from: "src/client/", only: ["src/client/", "src/protocol/", "src/version.ts"] },
   { from: "src/version.ts", only: [] },
   { from: "src/server/", never: ["src/client/", "src/admin/", "src/cli/"] },
+  // The admin app and the CLI use the broker through its public surface only.
+  { from: "src/admin/", only: ["src/admin/", "src/protocol/", "src/server/mod.ts", "src/version.ts"] },
+  { from: "src/cli/", only: ["src/cli/", "src/protocol/", "src/server/mod.ts", "src/admin/mod.ts", "src/version.ts"] },
 ];
 const NO_BUN = ["src/protocol/", "src/client/"];
 
