@@ -166,25 +166,25 @@ it("e2e: hostile operation before hello gets BAD_PROTOCOL and a close", async ()
   await other.check();
 });
 
-it("e2e: hostile hello with a wrong protocol version or bad options gets BAD_PROTOCOL and a close", async () => {
+it("e2e: hostile hello with a wrong protocol version or bad options gets BAD_PROTOCOL (BAD_CLIENT_ID for a bad id) and a close", async () => {
   const broker = cleanup.broker();
   const other = await bystander(cleanup, broker);
-  const cases: unknown[][] = [
-    [OP.HELLO, PROTOCOL_VERSION + 1, { client: "future", token: null }],
-    [OP.HELLO, 0, { client: "past", token: null }],
-    [OP.HELLO, "1", { client: "string version", token: null }],
-    [OP.HELLO, PROTOCOL_VERSION, { token: null }],
-    [OP.HELLO, PROTOCOL_VERSION, { client: "", token: null }],
-    [OP.HELLO, PROTOCOL_VERSION, { client: "x".repeat(300), token: null }],
-    [OP.HELLO, PROTOCOL_VERSION, { client: "tok", token: 42 }],
-    [OP.HELLO, PROTOCOL_VERSION, ["client"]],
-    [OP.HELLO, PROTOCOL_VERSION],
+  const cases: [unknown[], string][] = [
+    [[OP.HELLO, PROTOCOL_VERSION + 1, { client: "future", token: null }], "BAD_PROTOCOL"],
+    [[OP.HELLO, 0, { client: "past", token: null }], "BAD_PROTOCOL"],
+    [[OP.HELLO, "1", { client: "string-version", token: null }], "BAD_PROTOCOL"],
+    [[OP.HELLO, PROTOCOL_VERSION, { token: null }], "BAD_PROTOCOL"],
+    [[OP.HELLO, PROTOCOL_VERSION, { client: "", token: null }], "BAD_CLIENT_ID"],
+    [[OP.HELLO, PROTOCOL_VERSION, { client: "x".repeat(300), token: null }], "BAD_CLIENT_ID"],
+    [[OP.HELLO, PROTOCOL_VERSION, { client: "tok", token: 42 }], "BAD_PROTOCOL"],
+    [[OP.HELLO, PROTOCOL_VERSION, ["client"]], "BAD_PROTOCOL"],
+    [[OP.HELLO, PROTOCOL_VERSION], "BAD_PROTOCOL"],
   ];
-  for (const op of cases) {
+  for (const [op, code] of cases) {
     const wire = await attacker(cleanup, broker);
     wire.send(op);
     const error = await wire.expect(OP.ERROR);
-    expect(error[2]).toBe("BAD_PROTOCOL");
+    expect([op, error[2]]).toEqual([op, code]);
     await wire.closed;
   }
   await other.check();
