@@ -33,6 +33,29 @@ class Rare {
 
 const NONE: Readonly<Rare> = Object.freeze(new Rare());
 
+/** Where a message was sent: shared by every message of the same queue and destination id. */
+class Route {
+  constructor(readonly queue: string, readonly destination: string) {}
+}
+
+/** Destination ids per queue whose routes are kept before the queue's set is started afresh. */
+const MAX_ROUTES_PER_QUEUE = 10_000;
+const routes = new Map<string, Map<string, Route>>();
+let lastRoute = new Route("", "");
+
+/** The shared route of a queue and destination id (one field per message, and one copy of each string). */
+function routeOf(queue: string, destination: string): Route {
+  if (lastRoute.destination === destination && lastRoute.queue === queue) return lastRoute;
+  let byDestination = routes.get(queue);
+  if (byDestination === undefined) routes.set(queue, byDestination = new Map());
+  let route = byDestination.get(destination);
+  if (route === undefined) {
+    if (byDestination.size >= MAX_ROUTES_PER_QUEUE) byDestination.clear();
+    byDestination.set(destination, route = new Route(queue, destination));
+  }
+  return (lastRoute = route);
+}
+
 export class Message {
   /** Live copies (ready, in flight, delayed or waiting); the message is settled at zero. */
   refs = 0;
@@ -40,20 +63,32 @@ export class Message {
   position: number | undefined = undefined;
   /** The rare fields below, once one of them was set. */
   #rare: Rare = NONE;
+  /** Its queue and destination id: 8 fields in all, which JSC keeps in 80 bytes (9 take 112). */
+  readonly #route: Route;
   constructor(
     /** Globally unique id chosen by the sender; used for deduplication. */
     readonly id: string,
-    /** Queue name `endpoint/version`. */
-    readonly queue: string,
-    /** The id the message was sent to (`*` for a broadcast). */
-    readonly destination: string,
+    queue: string,
+    destination: string,
     /** Encoded by the sender, never decoded here (except for channels with a schema). */
     readonly body: Uint8Array,
     /** Arrival time (ms since epoch): ttl and `info.created` are based on it. */
     readonly created: number,
     /** Arrival order inside the broker: FIFO decisions compare it. */
     readonly seq: number,
-  ) {}
+  ) {
+    this.#route = routeOf(queue, destination);
+  }
+
+  /** Queue name `endpoint/version`. */
+  get queue(): string {
+    return this.#route.queue;
+  }
+
+  /** The id the message was sent to (`*` for a broadcast). */
+  get destination(): string {
+    return this.#route.destination;
+  }
 
   #own(): Rare {
     return this.#rare === NONE ? (this.#rare = new Rare()) : this.#rare;
