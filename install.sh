@@ -237,8 +237,8 @@ KillSignal=SIGTERM
 TimeoutStopSec=40
 Restart=on-failure
 RestartSec=2
-# Keep freed memory instead of returning it page by page (README, Performance).
-Environment=MIMALLOC_PURGE_DELAY=-1
+# Keep freed memory for reuse during traffic; a quiet second gives it back (docs/durability.md).
+Environment=MIMALLOC_PURGE_DELAY=3600000
 LimitNOFILE=65536
 UMask=0027
 

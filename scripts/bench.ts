@@ -39,7 +39,7 @@ import { parseArgs } from "node:util";
 import { encode } from "../src/protocol/cbor.ts";
 import { payload } from "./bench_client.ts";
 import { type FloorResult, pacingWarning, runFloor } from "./bench/floor.ts";
-import { CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
+import { BROKER_ENV, CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
 import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.ts";
 import type { Median, RunResult } from "./bench/results.ts";
 import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
@@ -277,7 +277,7 @@ async function main(): Promise<number> {
   const version = (await Bun.file(join(ROOT, "package.json")).json()).version;
   console.log(
     `Kitten-MQ ${version} benchmark: bun ${Bun.version}, ${navigator.hardwareConcurrency} cores, ` +
-      `MIMALLOC_PURGE_DELAY=${CHILD_ENV.MIMALLOC_PURGE_DELAY}, ` +
+      `MIMALLOC_PURGE_DELAY=${BROKER_ENV.MIMALLOC_PURGE_DELAY} (brokers) ${CHILD_ENV.MIMALLOC_PURGE_DELAY} (clients), ` +
       `load ${(await readFile("/proc/loadavg", "utf8").catch(() => "?")).split(" ").slice(0, 3).join(" ")}` +
       `${QUICK ? ", --quick" : ""}`,
   );

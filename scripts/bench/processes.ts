@@ -23,11 +23,13 @@ export const live = new Set<Subprocess>();
 export const tempDirs = new Set<string>();
 
 /**
- * Every process runs with the allocator setting `npm start` and the systemd unit use: without it,
- * mimalloc hands freed pages back to the OS every few ms and about a third of the CPU goes to
- * madvise/page faults (README, Performance). Set MIMALLOC_PURGE_DELAY yourself to compare.
+ * Clients run with `MIMALLOC_PURGE_DELAY=-1` (mimalloc keeps freed pages: without it about a third
+ * of a busy process's CPU goes to madvise and page faults), brokers with the setting `npm start`
+ * and the systemd unit use (docs/durability.md, *Memory coming back*). Set MIMALLOC_PURGE_DELAY
+ * or BROKER_PURGE_DELAY yourself to compare.
  */
 export const CHILD_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
+export const BROKER_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.BROKER_PURGE_DELAY ?? "3600000" };
 
 /** A subprocess whose stdout speaks line by line: `ready`, `result <json>`, `partial <json>`. */
 export class Child {
@@ -38,7 +40,7 @@ export class Child {
   #waiters: { prefix: string; resolve(line: string): void; reject(error: Error): void }[] = [];
 
   constructor(readonly name: string, cmd: string[]) {
-    this.proc = Bun.spawn(cmd, { cwd: ROOT, env: CHILD_ENV, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    this.proc = Bun.spawn(cmd, { cwd: ROOT, env: name.startsWith("broker") ? BROKER_ENV : CHILD_ENV, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
     live.add(this.proc);
     void this.#read(this.proc.stdout, (line) => this.#line(line));
     void this.#read(this.proc.stderr, (line) => {

@@ -3,9 +3,13 @@
  * traffic afterwards nothing makes the garbage collector run, so the memory would stay taken until
  * the next burst. Once a second the server asks `check()`: after at least `RECLAIM_AFTER`
  * messages moved (received, sent or acked) since the last collection, and a second with fewer
- * than `QUIET_PER_SECOND` of them, one full collection runs (tens of ms on a heap of this
- * size, at a quiet moment) and the allocator can return the freed pages to the OS (see
- * MIMALLOC_PURGE_DELAY in docs/durability.md).
+ * than `QUIET_PER_SECOND` of them, one full collection runs (tens of ms on a heap of this size,
+ * at a quiet moment).
+ *
+ * That collection is also what hands the freed pages back to the OS: Bun's allocator (mimalloc)
+ * purges them then, whatever `MIMALLOC_PURGE_DELAY` is, unless it is negative (never). Brokers run
+ * with a delay of an hour (`npm start`, the systemd unit), so that during traffic freed pages are
+ * kept for reuse and memory goes back at the first quiet second (docs/durability.md).
  *
  * Not during a burst: a full collection every 100,000 messages moved cost scenario (a) about 10%
  * of the broker's CPU and lowered the peak of scenario (g) by nothing measurable.

@@ -1,25 +1,8 @@
 /**
-<<<<<<< HEAD
- * Several brokers: three brokers on loopback, one master and two slaves.
- *
- * - steady state: only the master delivers; the slaves keep the same messages and their depth
- *   follows the acks (mirrored by the client) back to 0; a send is settled by the master only;
- * - kill -9 of the master (subprocess brokers, fsync) mid-stream, promotion of a slave by
- *   rewriting its config and SIGUSR2: no confirmed message lost (duplicates counted);
- * - a dead host (closed port, or a port that accepts and never answers) at client start;
- * - a broker restarted while clients run;
- * - the fenced old master, and two masters with the same epoch.
- *
- * In-process brokers keep their folder across a restart (same port, same store), so "the same
- * broker comes back"; subprocess brokers (tests/helpers/crash.ts) are the ones killed with
- * SIGKILL. Every broker of the cluster has the serviceId "broker-1" (the JWT audience); the host
- * strings differ by port.
-=======
  * Several brokers end to end, in steady state: three brokers on loopback, one master and two
  * slaves. Only the master delivers; the slaves keep the same messages and their depth follows the
  * acks (mirrored by the client) back to 0; a send is settled by the master only. Brokers going away
  * and two masters have files of their own; the shared setup is tests/helpers/cluster.ts.
->>>>>>> issue-18-tests
  */
 import { expect, it } from "bun:test";
 import { type Received, recorder, sleep, waitFor } from "../helpers/broker.ts";

@@ -1,15 +1,6 @@
 /**
-<<<<<<< HEAD
- * Durability end to end: recovery at start, memory and batch modes, store
- * failures, soft-stop of a broker process, and a bounded kill -9 crash test.
- *
- * Brokers that must survive a restart share a data directory made here (the test broker's own
- * temp folder is removed when it stops). Restarts in process use `stop()`, which commits what is
- * pending; the kill -9 tests run the broker as a process (tests/helpers/crash.ts).
-=======
  * Durability end to end: recovery at start, and the memory, batch and fsync modes. Store failures
  * and stops have files of their own; the shared setup is tests/helpers/durability.ts.
->>>>>>> issue-18-tests
  */
 import { expect, it } from "bun:test";
 import { existsSync } from "node:fs";

@@ -2,10 +2,10 @@
  * What a durable queue keeps of its messages in memory, and what it leaves in the store.
  *
  * A durable queue holds at most `memoryBudgetBytes` of messages in memory (`resident`, body plus
- * `MESSAGE_OVERHEAD_BYTES` each), not counting those in flight (bounded by prefetch). Beyond it, a message the store has committed is not routed at
- * all: it is counted here (`count`) and left in the store, and from then on every newer message
- * of the queue goes the same way, so that the messages in memory are always older than the paged
- * ones and FIFO order holds across the boundary. As consumers settle messages and memory drops
+ * `MESSAGE_OVERHEAD_BYTES` each), not counting those in flight (bounded by prefetch). Beyond it, a
+ * message the store has committed is not routed at all: it is counted here (`count`) and left in
+ * the store, and from then on every newer message of the queue goes the same way, so that the
+ * messages in memory are always older than the paged ones and FIFO order holds across the boundary. As consumers settle messages and memory drops
  * below `REFILL_BELOW` of the budget, the broker reads the oldest paged ones back (`from` is the
  * store position where the next read starts) and routes them as if they arrived then.
  *
@@ -15,11 +15,13 @@
  */
 
 /**
- * Memory one message costs beyond its body while it is in a queue, measured (docs/durability.md):
- * the Message and its Copy, the id string, the body's ArrayBuffer header, and its entries in the
- * waiting list (or ready deque), the store's position map and the dedup window.
+ * Memory one message costs beyond its body while it is in a queue, as measured by
+ * scripts/message_memory.ts (JavaScript heap, docs/durability.md): the Message (80 bytes) and its
+ * Copy (80), the id string, the body's typed-array header, and its entry in the waiting list (a
+ * waiting message, the most expensive case: 320–340 bytes) or in its consumer's ready queue (about
+ * 280 bytes).
  */
-export const MESSAGE_OVERHEAD_BYTES = 400;
+export const MESSAGE_OVERHEAD_BYTES = 340;
 
 /** Paged messages are read back when memory drops below this share of the budget. */
 export const REFILL_BELOW = 0.75;

@@ -6,19 +6,32 @@
  */
 import type { Database, Statement } from "bun:sqlite";
 import { STORE_VERSION } from "../../version.ts";
-import { decodeRecord, SQL } from "./record.ts";
+import { decodeDeadLetter, decodeRecord, SQL } from "./record.ts";
 import type { QueueUsage, StoredMessage } from "./store.ts";
 import { StoreUsage, UsageDelta } from "./usage.ts";
+
+/** A row as `SQL.selectQueue` returns it (`.values()`): the queue is the one asked for. */
+type PageRow = [seq: number, id: string, destination: string, created: number, body: Uint8Array, deliveries: number, deadLetter: string | null];
+
+/** Destination ids remembered for reading back before the set is started afresh. */
+const MAX_DESTINATIONS = 10_000;
 
 export class QueueRows {
   readonly usage: StoreUsage;
   readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+  readonly #holds: Statement<unknown, [id: string]>;
+  /**
+   * Destination ids read back, each kept once: a message read back holds the same string as every
+   * other of its id, not one of its own (queue names come from the caller).
+   */
+  readonly #destinations = new Map<string, string>();
 
   constructor(readonly db: Database) {
     this.usage = StoreUsage.read(db);
     this.#addUsage = db.prepare(SQL.addUsage);
     this.#selectQueue = db.prepare(SQL.selectQueue);
+    this.#holds = db.prepare(SQL.holds);
   }
 
   /** Writes a commit's usage changes (inside its transaction). */
@@ -28,9 +41,23 @@ export class QueueRows {
 
   /** Up to `limit` rows of `queue` at or after `from`, in arrival order, each knowing its position. */
   read(queue: string, from: number, limit: number): StoredMessage[] {
-    const messages: StoredMessage[] = [];
-    for (const row of this.#selectQueue.values(queue, from, limit)) messages.push(decode(row));
+    const rows = this.#selectQueue.values(queue, from, limit) as PageRow[];
+    const messages: StoredMessage[] = new Array(rows.length);
+    const destinations = this.#destinations;
+    if (destinations.size > MAX_DESTINATIONS) destinations.clear();
+    for (let i = 0; i < rows.length; i++) {
+      const [seq, id, read, created, body, deliveries, deadLetter] = rows[i]!;
+      let destination = destinations.get(read);
+      if (destination === undefined) destinations.set(read, destination = read);
+      const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
+      messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, position: seq };
+    }
     return messages;
+  }
+
+  /** True when a committed row holds a message with this id. */
+  holds(messageId: string): boolean {
+    return this.#holds.get(messageId) !== null;
   }
 
   /** Every row in arrival order, read as iterated. */
@@ -59,6 +86,7 @@ export class QueueRows {
   finalize(): void {
     this.#addUsage.finalize();
     this.#selectQueue.finalize();
+    this.#holds.finalize();
   }
 }
 

@@ -107,9 +107,9 @@ export const SQL = {
   /** Parameters: deliveries, seq. A count only grows (copies report theirs in any order). */
   updateDeliveries: "UPDATE messages SET deliveries = max(deliveries, ?) WHERE seq = ?",
   selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq",
-  /** Parameters: queue, first seq, limit. One page of a queue, in arrival order (`messages_by_queue`). */
+  /** Parameters: queue, first seq, limit. One page of a queue, in arrival order (`messages_by_queue`), without the queue column. */
   selectQueue:
-    "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
+    "SELECT seq, id, destination, created, body, deliveries, dead_letter FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
   /** Parameters: queue, first seq. The rows and estimated bytes of a queue from a position on. */
   measureFrom: `SELECT count(*) AS messages, coalesce(sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}), 0) AS bytes FROM messages WHERE queue = ? AND seq >= ?`,
   deleteFrom: "DELETE FROM messages WHERE queue = ? AND seq >= ?",
@@ -179,7 +179,7 @@ export function decodeRecordV2(row: RecordV2): StoredMessage {
   return { id, queue, destination, created, body, deliveries, deadLetter: dead, position: undefined };
 }
 
-function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {
+export function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {
   let value: Partial<StoredDeadLetter> | null;
   try {
     value = JSON.parse(json);

@@ -18,12 +18,8 @@
  * - `"batch"` mode: `append` returns nothing (the broker confirms at once) and everything is
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
- * - Delivery counts (`noteDelivery`) cost a Map get and set on the hot path (about 35 ns with a
- *   few hundred messages in flight; no I/O). The highest count per message waits for the next
- *   commit (the remove timer, `commitIntervalMs`, or the next appends' commit), which writes it
- *   with an UPDATE, or in the INSERT when the message's append is still pending.
- *   A message removed before that commit drops its count: acks usually follow deliveries within
- *   the interval, so most counts never cost a write.
+ * - Delivery counts (`noteDelivery`) are written for messages still unacked a while after their
+ *   delivery (delivery_counts.ts).
  *
  * Failures (disk full, read-only, I/O error): the failed transaction is rolled back and `healthy`
  * turns false. In fsync mode the batch's promise rejects with `STORE_UNAVAILABLE` (nothing of it
@@ -38,89 +34,29 @@
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
  */
-import { Database, type Statement } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
+import type { Database, Statement } from "bun:sqlite";
 import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { decodeRecord, encodeRecord, getMeta, type MetaValue, migrate, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
+import { describe, isDiskFull, newStats, openDatabase, truncateWal, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
+import { DeliveryCounts } from "./delivery_counts.ts";
+import { encodeRecord, getMeta, type MetaValue, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
 import { UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
-
-export interface SqliteStoreOptions {
-  /** The data directory; created when missing. */
-  directory: string;
-  /** `"fsync"` (default): confirm after the commit is on disk. `"batch"`: confirm at once. */
-  mode?: DurableMode;
-  /** Batch mode: commit period. Fsync mode: how long removes alone may wait. Default 5 ms. */
-  commitIntervalMs?: number;
-  /** After a failed commit, how soon pending work is tried again. Default 100 ms. */
-  retryIntervalMs?: number;
-  logger?: Logger;
-  /** Delivery counts wait this long before they are written (DELIVERY_COUNT_DELAY_MS). Default 0: the next commit. */
-  deliveryCountDelayMs?: number;
-  /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
-  beforeCommit?: () => void;
-  /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
-  onCommit?: (elapsedMs: number) => void;
-}
-
-/** Counters for statistics, the probe script and tests. */
-export interface SqliteStoreStats {
-  /** Transactions committed (each one fsync of the WAL in fsync and batch mode). */
-  commits: number;
-  /** Transactions that failed and were rolled back. */
-  failedCommits: number;
-  /** Rows inserted and deleted by committed transactions. */
-  inserted: number;
-  deleted: number;
-  /** Delivery-count UPDATEs run by committed transactions (counts written by an INSERT, or dropped
-   * because the message was removed first, are not counted). */
-  updates: number;
-  /** Appends cancelled by a remove before they reached the disk. */
-  cancelled: number;
-  /** Appends refused or rejected because the store could not write. */
-  refused: number;
-  /** Most operations in one transaction. */
-  largestBatch: number;
-  /** Duration of the last and of the slowest commit, including the fsync (ms). */
-  lastCommitMs: number;
-  maxCommitMs: number;
-  /** Time spent committing, in total (ms). */
-  commitMs: number;
-}
-
-interface Batch {
-  promise: Promise<void>;
-  resolve: () => void;
-  reject: (error: Error) => void;
-}
+export { DELIVERY_COUNT_DELAY_MS } from "./delivery_counts.ts";
+export { type SqliteStoreOptions, type SqliteStoreStats, WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT } from "./database.ts";
 
 /**
- * Deletes are cheap but not free (about 1 µs each): a consumer acking a large backlog at once
+ * Deletes are cheap but not free (2–3 µs each): a consumer acking a large backlog at once
  * is split into several commits so that no single one blocks the event loop for long. Delivery
  * count UPDATEs share the bound (deletes go first).
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
 
-/**
- * What the broker passes as `deliveryCountDelayMs`: delivery counts are written for messages
- * still unacked this long after they were noted (a window of this length, written at the first
- * commit after it ends). A consumer acks most deliveries well within it, and such a count never
- * costs an UPDATE: drained at full speed with the counts written at the next commit, about four
- * deliveries in ten were still unacked then and cost one. A kill -9 may lose the counts of the
- * last window (a redelivery then shows one requeue less); a clean stop writes them.
- */
-export const DELIVERY_COUNT_DELAY_MS = 100;
-
-/** WAL pages (4 KiB) between automatic checkpoints: 1 MiB. */
-export const WAL_CHECKPOINT_PAGES = 256;
-/** The WAL file is cut back to this size (bytes) when a checkpoint resets it. */
-export const WAL_SIZE_LIMIT = 1024 * 1024;
 /** After a disk-full failure, how often a checkpoint may try to give WAL space back. */
 const RECLAIM_INTERVAL_MS = 1000;
 
@@ -128,25 +64,12 @@ export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
   readonly path: string;
-  readonly stats: SqliteStoreStats = {
-    commits: 0,
-    failedCommits: 0,
-    inserted: 0,
-    deleted: 0,
-    updates: 0,
-    cancelled: 0,
-    refused: 0,
-    largestBatch: 0,
-    lastCommitMs: 0,
-    maxCommitMs: 0,
-    commitMs: 0,
-  };
+  readonly stats: SqliteStoreStats = newStats();
   readonly #db: Database;
   readonly #log: Logger;
   readonly #commitIntervalMs: number;
   readonly #retryIntervalMs: number;
   readonly #beforeCommit: (() => void) | undefined;
-  readonly #countDelayMs: number;
   readonly #onCommit: ((elapsedMs: number) => void) | undefined;
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
@@ -156,7 +79,6 @@ export class SqliteStore implements PagingStore {
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
-  readonly #holds: Statement<unknown, [id: string]>;
   /** The index by id exists (its creation at open fails on a full disk: lookups then answer false). */
   #indexedById = false;
   #nextSeq: number;
@@ -172,19 +94,18 @@ export class SqliteStore implements PagingStore {
    * (a slave), so that a master's acks pay nothing for it.
    */
   #removing: Map<string, number> | null = null;
-  /** Delivery counts to write in the next commit: the highest per message (appended or loaded object). */
-  #deliveries = new Map<StoredMessage, number>();
-  /** Counts noted in the current window (see `deliveryCountDelayMs`), and when it started. */
-  #recentDeliveries = new Map<StoredMessage, number>();
-  #windowStart = 0;
+  /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
+  readonly #counts: DeliveryCounts;
   /** Set while `#flushAll` commits everything: counts of the current window too. */
   #forceCounts = false;
   /** Fsync mode: the promise every pending append returned. */
-  #batch: Batch | null = null;
+  #batch: PromiseWithResolvers<void> | null = null;
   #immediate: ReturnType<typeof setImmediate> | null = null;
   #timer: ReturnType<typeof setTimeout> | null = null;
   /** When `#timer` fires (performance.now() ms). */
   #timerDue = 0;
+  /** The delay `#timer` was set with. */
+  #timerDelay = 0;
   #healthy = true;
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
@@ -204,52 +125,14 @@ export class SqliteStore implements PagingStore {
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
     this.#retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#beforeCommit = options.beforeCommit;
-    this.#countDelayMs = options.deliveryCountDelayMs ?? 0;
+    this.#counts = new DeliveryCounts(options.deliveryCountDelayMs ?? 0);
     this.#onCommit = options.onCommit;
-    let db: Database | undefined;
-    try {
-      mkdirSync(this.directory, { recursive: true });
-      db = new Database(this.path, { create: true, readwrite: true });
-      // Exclusive before WAL: the wal-index lives in heap memory and the file lock is held.
-      db.run("PRAGMA locking_mode = EXCLUSIVE");
-      const journal = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
-      if (journal?.journal_mode !== "wal") throw new Error(`WAL mode refused (journal_mode=${journal?.journal_mode})`);
-      db.run("PRAGMA synchronous = FULL");
-      // The WAL is copied into the database every WAL_CHECKPOINT_PAGES pages and cut back to
-      // WAL_SIZE_LIMIT after it: on a small or nearly full disk, a WAL left to grow would hold
-      // the space that new messages (and the deletes of acks) need.
-      db.run(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
-      db.run(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
-      const found = migrate(db, { directory: this.directory });
-      if (found !== 0 && found < STORE_VERSION) {
-        this.#log.info("store", `directory=${this.directory};from=${found};to=${STORE_VERSION};store upgraded`);
-      }
-      // A write on every open takes the exclusive lock now, not at the first message. On a full
-      // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
-      // sends are refused until a commit succeeds again.
-      try {
-        db.run(SQL.indexById);
-        this.#indexedById = true;
-        setMeta(db, "opened", Date.now());
-      } catch (error) {
-        if (!isDiskFull(error)) throw error;
-        this.#healthy = false;
-        this.#lastError = describe(error);
-        this.#log.error("store", `directory=${this.directory};disk full at open: messages are served, sends refused until space returns`);
-      }
-      this.#nextSeq = db.query<{ seq: number }, []>(SQL.maxSeq).get()!.seq + 1;
-    } catch (error) {
-      try {
-        db?.close();
-      } catch {
-        // Already failing: the first error is the one to report.
-      }
-      if (error instanceof KittenError) throw error;
-      const busy = (error as { code?: unknown }).code === "SQLITE_BUSY" ? "another process (a broker?) has it open: " : "";
-      throw new KittenError("STORE_UNAVAILABLE", `Cannot open the store in "${this.directory}": ${busy}${describe(error)}`, undefined, {
-        cause: error,
-      });
-    }
+    const opened = openDatabase(this.directory, this.path, this.#log);
+    const db = opened.db;
+    this.#healthy = opened.healthy;
+    this.#lastError = opened.lastError;
+    this.#indexedById = opened.indexedById;
+    this.#nextSeq = opened.nextSeq;
     this.#db = db;
     this.#begin = db.prepare("BEGIN");
     this.#commit = db.prepare("COMMIT");
@@ -258,7 +141,6 @@ export class SqliteStore implements PagingStore {
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#rows = new QueueRows(db);
-    this.#holds = db.prepare(SQL.holds);
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -274,7 +156,7 @@ export class SqliteStore implements PagingStore {
 
   /** Appends, removes and delivery counts waiting for the next commit. */
   get pending(): number {
-    return this.#appends.size + this.#removes.length + this.#deliveries.size + this.#recentDeliveries.size;
+    return this.#appends.size + this.#removes.length + this.#counts.pending;
   }
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
@@ -294,10 +176,7 @@ export class SqliteStore implements PagingStore {
       return;
     }
     if (this.#immediate === null) this.#immediate = setImmediate(this.#flush);
-    if (this.#batch === null) {
-      const { promise, resolve, reject } = Promise.withResolvers<void>();
-      this.#batch = { promise, resolve, reject };
-    }
+    this.#batch ??= Promise.withResolvers<void>();
     return this.#batch.promise;
   }
 
@@ -306,8 +185,7 @@ export class SqliteStore implements PagingStore {
     const seq = message.position;
     if (seq === undefined) return;
     message.position = undefined;
-    if (this.#deliveries.size > 0) this.#deliveries.delete(message); // Its count is moot now.
-    if (this.#recentDeliveries.size > 0) this.#recentDeliveries.delete(message);
+    this.#counts.forget(message);
     if (this.#appends.delete(seq)) {
       this.#unconfirmed.delete(seq);
       this.stats.cancelled++;
@@ -326,27 +204,13 @@ export class SqliteStore implements PagingStore {
    */
   noteDelivery(message: StoredMessage, deliveries: number): void {
     if (this.#closed) return;
-    const recent = this.#recentDeliveries;
-    const noted = recent.get(message);
-    if (noted !== undefined && noted >= deliveries) return;
-    if (recent.size === 0) this.#windowStart = performance.now();
-    recent.set(message, deliveries);
-    this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
+    this.#counts.note(message, deliveries);
+    this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#counts.delayMs));
   }
 
   /** Every message not removed, in arrival order. Commits what is pending first. */
   load(): StoredMessage[] {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
-    this.#flushAll();
-    const messages: StoredMessage[] = [];
-    for (const row of this.#db.query(SQL.selectAll).values()) {
-      const message = decodeRecord(STORE_VERSION, row);
-      message.position = row[0] as number;
-      messages.push(message);
-    }
-    // Left pending only when the commit just failed (batch mode keeps confirmed appends).
-    for (const message of this.#appends.values()) messages.push(message);
-    return messages;
+    return [...this.scan()];
   }
 
   /**
@@ -360,7 +224,7 @@ export class SqliteStore implements PagingStore {
       for (const message of this.#removed) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
     }
     if (this.#removing.has(messageId)) return false;
-    return this.#holds.get(messageId) !== null;
+    return this.#rows.holds(messageId);
   }
 
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
@@ -392,13 +256,8 @@ export class SqliteStore implements PagingStore {
     }
   }
 
-  usage(): Map<string, QueueUsage> {
-    return this.#rows.usage.all();
-  }
-
-  queueUsage(queue: string): QueueUsage {
-    return this.#rows.usage.get(queue);
-  }
+  usage = (): Map<string, QueueUsage> => this.#rows.usage.all();
+  queueUsage = (queue: string): QueueUsage => this.#rows.usage.get(queue);
 
   #open(): void {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
@@ -406,13 +265,13 @@ export class SqliteStore implements PagingStore {
 
   /** A meta value (`epoch`, `store_version`, …), or null. */
   meta(key: string): MetaValue | null {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
+    this.#open();
     return getMeta(this.#db, key);
   }
 
   /** Writes a meta value in its own transaction, on disk when this returns. */
   setMeta(key: string, value: MetaValue): void {
-    if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
+    this.#open();
     try {
       setMeta(this.#db, key, value);
     } catch (error) {
@@ -435,8 +294,7 @@ export class SqliteStore implements PagingStore {
     this.#removes = [];
     this.#removed = [];
     this.#removing = null;
-    this.#deliveries.clear(); // Left only when the last commit failed: the disk keeps older counts.
-    this.#recentDeliveries.clear();
+    this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
     this.#log.info(
       "store",
@@ -445,7 +303,7 @@ export class SqliteStore implements PagingStore {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update, this.#holds]) statement.finalize();
+      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
       this.#rows.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
@@ -458,36 +316,23 @@ export class SqliteStore implements PagingStore {
     this.#forceCounts = true;
     try {
       do this.#flush();
-      while (this.#healthy && (this.#removes.length > 0 || this.#deliveries.size > 0 || this.#recentDeliveries.size > 0));
+      while (this.#healthy && (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent));
     } finally {
       this.#forceCounts = false;
     }
   }
 
-  /**
-   * Moves the counts of the current window to those the next commit writes, once the window is
-   * `deliveryCountDelayMs` old (or when everything must be written).
-   */
-  #closeCountWindow(): void {
-    const recent = this.#recentDeliveries;
-    if (recent.size === 0) return;
-    if (!this.#forceCounts && performance.now() - this.#windowStart < this.#countDelayMs) return;
-    const deliveries = this.#deliveries;
-    for (const [message, count] of recent) {
-      const noted = deliveries.get(message);
-      if (noted === undefined || count > noted) deliveries.set(message, count);
-    }
-    this.#recentDeliveries = new Map();
-  }
-
   #scheduleTimer(delay: number): void {
     if (this.#immediate !== null) return;
+    // Called for every remove and delivery: a timer set with no longer a delay is due sooner.
+    if (this.#timer !== null && delay >= this.#timerDelay) return;
     const due = performance.now() + delay;
     if (this.#timer !== null) {
       if (due >= this.#timerDue) return;
       clearTimeout(this.#timer); // a remove must not wait for a delivery count's longer delay
     }
     this.#timerDue = due;
+    this.#timerDelay = delay;
     this.#timer = setTimeout(this.#flush, delay);
   }
 
@@ -503,41 +348,22 @@ export class SqliteStore implements PagingStore {
     if (this.#timer !== null) clearTimeout(this.#timer);
     this.#immediate = null;
     this.#timer = null;
-    this.#closeCountWindow();
+    const counts = this.#counts;
+    counts.closeWindow(this.#forceCounts);
     const appends = this.#appends;
     const removes = this.#removes;
-    const deliveries = this.#deliveries;
     const batch = this.#batch;
     this.#batch = null;
     const deletes = Math.min(removes.length, MAX_DELETES_PER_COMMIT);
     // Delivery counts: an UPDATE for a stored row (deletes and updates share the per-commit bound),
     // the INSERT for a pending append, nothing for a message the store no longer holds.
-    let updates: number[] | null = null; // seq, count, seq, count, …
-    let updated: StoredMessage[] | null = null;
-    let deferred = false; // Counts left for the next commit (bound reached).
-    if (deliveries.size > 0) {
-      let budget = MAX_DELETES_PER_COMMIT - deletes;
-      for (const [message, count] of deliveries) {
-        const seq = message.position;
-        if (seq === undefined) {
-          deliveries.delete(message); // Never appended, or removed (a failed fsync append too).
-          continue;
-        }
-        if (appends.has(seq)) continue;
-        if (budget === 0) {
-          deferred = true;
-          break;
-        }
-        budget--;
-        (updates ??= []).push(seq, count);
-        (updated ??= []).push(message);
-      }
-    }
-    const updateCount = updated === null ? 0 : updated.length;
+    const written = counts.updatesFor(appends, MAX_DELETES_PER_COMMIT - deletes);
+    const updates = written.updates;
+    const updateCount = written.updated === null ? 0 : written.updated.length;
     const operations = appends.size + deletes + updateCount;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
-      if (this.#recentDeliveries.size > 0) this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
+      if (counts.hasRecent) this.#scheduleTimer(Math.max(this.#commitIntervalMs, counts.delayMs));
       return;
     }
     const started = performance.now();
@@ -545,15 +371,7 @@ export class SqliteStore implements PagingStore {
     try {
       this.#syncOnCommit(appends.size > 0);
       this.#begin.run();
-      if (deliveries.size === 0) {
-        for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message, message.deliveries ?? 0);
-      } else {
-        for (const [seq, message] of appends) {
-          const own = message.deliveries ?? 0;
-          const noted = deliveries.get(message);
-          encodeRecord(this.#insert, seq, message, noted !== undefined && noted > own ? noted : own);
-        }
-      }
+      for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message, counts.forAppend(message));
       for (const message of appends.values()) usage.add(message, 1);
       for (let i = 0; i < deletes; i++) {
         this.#delete.run(removes[i]!);
@@ -585,14 +403,7 @@ export class SqliteStore implements PagingStore {
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
     this.#onCommit?.(elapsed);
     if (operations > stats.largestBatch) stats.largestBatch = operations;
-    if (deliveries.size > 0) {
-      if (!deferred) this.#deliveries = new Map();
-      else {
-        // Rare (more than MAX_DELETES_PER_COMMIT counts at once): forget only what was written.
-        if (updated !== null) for (const message of updated) deliveries.delete(message);
-        for (const message of appends.values()) deliveries.delete(message);
-      }
-    }
+    counts.committed(written, appends);
     this.#appends = new Map();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
@@ -606,8 +417,8 @@ export class SqliteStore implements PagingStore {
     }
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
-    if (this.#removes.length > 0 || deferred) this.#immediate = setImmediate(this.#flush);
-    else if (this.#recentDeliveries.size > 0) this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#countDelayMs));
+    if (this.#removes.length > 0 || written.deferred) this.#immediate = setImmediate(this.#flush);
+    else if (counts.hasRecent) this.#scheduleTimer(Math.max(this.#commitIntervalMs, counts.delayMs));
     if (!this.#healthy) {
       this.#healthy = true;
       this.#log.info("store", `directory=${this.directory};store writable again`);
@@ -629,7 +440,7 @@ export class SqliteStore implements PagingStore {
     this.#fullSync = full;
   }
 
-  #failed(error: unknown, batch: Batch | null): void {
+  #failed(error: unknown, batch: PromiseWithResolvers<void> | null): void {
     const failure = this.#unavailable(error);
     this.stats.failedCommits++;
     if (isDiskFull(error)) this.#reclaim();
@@ -679,26 +490,7 @@ export class SqliteStore implements PagingStore {
     const now = performance.now();
     if (now - this.#reclaimedAt < RECLAIM_INTERVAL_MS) return;
     this.#reclaimedAt = now;
-    try {
-      const result = this.#db.query<{ busy: number; log: number; checkpointed: number }, []>("PRAGMA wal_checkpoint(TRUNCATE)").get();
-      if (result?.busy === 0) this.#log.info("store", `directory=${this.directory};disk full: WAL checkpointed and truncated`);
-    } catch {
-      // Still no room for the copy: the next failed commit tries again.
-    }
+    if (truncateWal(this.#db)) this.#log.info("store", `directory=${this.directory};disk full: WAL checkpointed and truncated`);
   }
 }
 
-/** SQLITE_FULL: the disk (or the quota) has no room for the write. */
-function isDiskFull(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && code.startsWith("SQLITE_FULL");
-}
-
-/** `SQLITE_FULL: database or disk is full` from a SQLiteError, the message of anything else. */
-function describe(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return typeof code === "string" && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message;
-  }
-  return String(error);
-}

@@ -1,0 +1,172 @@
+/**
+ * Opening the durable store's database (sqlite_store.ts): its settings (WAL, exclusive lock,
+ * checkpoints), the format upgrade, and what the store starts from. Also the store's options
+ * and counters, and how SQLite errors are told apart and described.
+ */
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { KittenError } from "../../protocol/errors.ts";
+import { STORE_VERSION } from "../../version.ts";
+import type { Logger } from "../log.ts";
+import { migrate, setMeta, SQL } from "./record.ts";
+import type { DurableMode } from "./store.ts";
+
+export interface SqliteStoreOptions {
+  /** The data directory; created when missing. */
+  directory: string;
+  /** `"fsync"` (default): confirm after the commit is on disk. `"batch"`: confirm at once. */
+  mode?: DurableMode;
+  /** Batch mode: commit period. Fsync mode: how long removes alone may wait. Default 5 ms. */
+  commitIntervalMs?: number;
+  /** After a failed commit, how soon pending work is tried again. Default 100 ms. */
+  retryIntervalMs?: number;
+  logger?: Logger;
+  /** Delivery counts wait this long before they are written (DELIVERY_COUNT_DELAY_MS). Default 0: the next commit. */
+  deliveryCountDelayMs?: number;
+  /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
+  beforeCommit?: () => void;
+  /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
+  onCommit?: (elapsedMs: number) => void;
+}
+
+/** Counters for statistics, the probe script and tests. */
+export interface SqliteStoreStats {
+  /** Transactions committed (each one fsync of the WAL in fsync and batch mode). */
+  commits: number;
+  /** Transactions that failed and were rolled back. */
+  failedCommits: number;
+  /** Rows inserted and deleted by committed transactions. */
+  inserted: number;
+  deleted: number;
+  /** Delivery-count UPDATEs run by committed transactions (counts written by an INSERT, or dropped
+   * because the message was removed first, are not counted). */
+  updates: number;
+  /** Appends cancelled by a remove before they reached the disk. */
+  cancelled: number;
+  /** Appends refused or rejected because the store could not write. */
+  refused: number;
+  /** Most operations in one transaction. */
+  largestBatch: number;
+  /** Duration of the last and of the slowest commit, including the fsync (ms). */
+  lastCommitMs: number;
+  maxCommitMs: number;
+  /** Time spent committing, in total (ms). */
+  commitMs: number;
+}
+
+export function newStats(): SqliteStoreStats {
+  return {
+    commits: 0,
+    failedCommits: 0,
+    inserted: 0,
+    deleted: 0,
+    updates: 0,
+    cancelled: 0,
+    refused: 0,
+    largestBatch: 0,
+    lastCommitMs: 0,
+    maxCommitMs: 0,
+    commitMs: 0,
+  };
+}
+
+/** WAL pages (4 KiB) between automatic checkpoints: 1 MiB. */
+export const WAL_CHECKPOINT_PAGES = 256;
+/** The WAL file is cut back to this size (bytes) when a checkpoint resets it. */
+export const WAL_SIZE_LIMIT = 1024 * 1024;
+
+/** What the store starts from. */
+export interface OpenedDatabase {
+  db: Database;
+  /** False when the disk was full at open: messages are served, sends refused until a write succeeds. */
+  healthy: boolean;
+  lastError: string;
+  /** The index by id exists (its creation fails on a full disk: lookups then answer false). */
+  indexedById: boolean;
+  /** The next row's position. */
+  nextSeq: number;
+}
+
+/**
+ * Opens (creating when missing) and upgrades the store in `directory`. A disk already full does
+ * not stop it: the store then starts unhealthy. Any other failure is a STORE_UNAVAILABLE error.
+ */
+export function openDatabase(directory: string, path: string, log: Logger): OpenedDatabase {
+  let healthy = true;
+  let lastError = "";
+  let indexedById = false;
+  let db: Database | undefined;
+  let nextSeq = 1;
+  try {
+    mkdirSync(directory, { recursive: true });
+    db = new Database(path, { create: true, readwrite: true });
+    // Exclusive before WAL: the wal-index lives in heap memory and the file lock is held.
+    db.run("PRAGMA locking_mode = EXCLUSIVE");
+    const journal = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
+    if (journal?.journal_mode !== "wal") throw new Error(`WAL mode refused (journal_mode=${journal?.journal_mode})`);
+    db.run("PRAGMA synchronous = FULL");
+    // The WAL is copied into the database every WAL_CHECKPOINT_PAGES pages and cut back to
+    // WAL_SIZE_LIMIT after it: on a small or nearly full disk, a WAL left to grow would hold
+    // the space that new messages (and the deletes of acks) need.
+    db.run(`PRAGMA wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+    db.run(`PRAGMA journal_size_limit = ${WAL_SIZE_LIMIT}`);
+    const found = migrate(db, { directory });
+    if (found !== 0 && found < STORE_VERSION) {
+      log.info("store", `directory=${directory};from=${found};to=${STORE_VERSION};store upgraded`);
+    }
+    // A write on every open takes the exclusive lock now, not at the first message. On a full
+    // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
+    // sends are refused until a commit succeeds again.
+    try {
+      db.run(SQL.indexById);
+      indexedById = true;
+      setMeta(db, "opened", Date.now());
+    } catch (error) {
+      if (!isDiskFull(error)) throw error;
+      healthy = false;
+      lastError = describe(error);
+      log.error("store", `directory=${directory};disk full at open: messages are served, sends refused until space returns`);
+    }
+    nextSeq = db.query<{ seq: number }, []>(SQL.maxSeq).get()!.seq + 1;
+  } catch (error) {
+    try {
+      db?.close();
+    } catch {
+      // Already failing: the first error is the one to report.
+    }
+    if (error instanceof KittenError) throw error;
+    const busy = (error as { code?: unknown }).code === "SQLITE_BUSY" ? "another process (a broker?) has it open: " : "";
+    throw new KittenError("STORE_UNAVAILABLE", `Cannot open the store in "${directory}": ${busy}${describe(error)}`, undefined, {
+      cause: error,
+    });
+  }
+  return { db: db!, healthy, lastError, indexedById, nextSeq };
+}
+
+/**
+ * Copies the WAL into the database and truncates it, which gives back the space of every
+ * superseded page version once the disk has room for the copy. True when it did.
+ */
+export function truncateWal(db: Database): boolean {
+  try {
+    const result = db.query<{ busy: number; log: number; checkpointed: number }, []>("PRAGMA wal_checkpoint(TRUNCATE)").get();
+    return result?.busy === 0;
+  } catch {
+    return false; // still no room for the copy: the next failed commit tries again
+  }
+}
+
+/** SQLITE_FULL: the disk (or the quota) has no room for the write. */
+export function isDiskFull(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_FULL");
+}
+
+/** `SQLITE_FULL: database or disk is full` from a SQLiteError, the message of anything else. */
+export function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return typeof code === "string" && !error.message.startsWith(code) ? `${code}: ${error.message}` : error.message;
+  }
+  return String(error);
+}
