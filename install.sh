@@ -237,8 +237,10 @@ KillSignal=SIGTERM
 TimeoutStopSec=40
 Restart=on-failure
 RestartSec=2
-# Keep freed memory for reuse during traffic; a quiet second gives it back (docs/durability.md).
+# Keep freed memory for reuse during traffic; a quiet second gives it back. Size the garbage
+# collector's heuristics for a server process, not for the whole machine (docs/durability.md).
 Environment=MIMALLOC_PURGE_DELAY=3600000
+Environment=BUN_JSC_forceRAMSize=1073741824
 LimitNOFILE=65536
 UMask=0027
 

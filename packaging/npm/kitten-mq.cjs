@@ -80,7 +80,15 @@ function findBinary() {
 }
 
 const binary = findBinary();
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit" });
+// The broker's runtime settings, unless the caller set its own: freed memory is kept during
+// traffic and given back at a quiet moment, and the garbage collector is sized for a server
+// process rather than for the whole machine's RAM (docs/durability.md, *Memory coming back*).
+const env = {
+  MIMALLOC_PURGE_DELAY: "3600000",
+  BUN_JSC_forceRAMSize: "1073741824",
+  ...process.env,
+};
+const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", env });
 
 // Signals sent to this process reach the broker (systemd, `kill`, a supervisor). Ctrl-C on a
 // terminal reaches both processes already (same process group), and the broker stops on its

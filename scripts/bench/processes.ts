@@ -25,11 +25,17 @@ export const tempDirs = new Set<string>();
 /**
  * Clients run with `MIMALLOC_PURGE_DELAY=-1` (mimalloc keeps freed pages: without it about a third
  * of a busy process's CPU goes to madvise and page faults), brokers with the setting `npm start`
- * and the systemd unit use (docs/durability.md, *Memory coming back*). Set MIMALLOC_PURGE_DELAY
- * or BROKER_PURGE_DELAY yourself to compare.
+ * and the systemd unit use (docs/durability.md, *Memory coming back*), including the garbage
+ * collector sized for 1 GiB of RAM rather than the machine's. Set MIMALLOC_PURGE_DELAY,
+ * BROKER_PURGE_DELAY or BUN_JSC_forceRAMSize yourself to compare.
  */
+const BROKER_RAM_SIZE = 1024 * 1024 * 1024;
 export const CHILD_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.MIMALLOC_PURGE_DELAY ?? "-1" };
-export const BROKER_ENV = { ...process.env, MIMALLOC_PURGE_DELAY: process.env.BROKER_PURGE_DELAY ?? "3600000" };
+export const BROKER_ENV = {
+  ...process.env,
+  MIMALLOC_PURGE_DELAY: process.env.BROKER_PURGE_DELAY ?? "3600000",
+  BUN_JSC_forceRAMSize: process.env.BUN_JSC_forceRAMSize ?? String(BROKER_RAM_SIZE),
+};
 
 /** A subprocess whose stdout speaks line by line: `ready`, `result <json>`, `partial <json>`. */
 export class Child {
