@@ -17,11 +17,10 @@
 /**
  * Memory one message costs beyond its body while it is in a queue, as measured by
  * scripts/message_memory.ts (JavaScript heap, docs/durability.md): the Message (80 bytes) and its
- * Copy (80), the id string, the body's typed-array header, and its entry in the waiting list (a
- * waiting message, the most expensive case: 320–340 bytes) or in its consumer's ready queue (about
- * 280 bytes).
+ * Copy (80), the id string, the body's typed-array header, and its slot in the waiting list or in
+ * its consumer's ready queue: 280–300 bytes, the most expensive case counted.
  */
-export const MESSAGE_OVERHEAD_BYTES = 340;
+export const MESSAGE_OVERHEAD_BYTES = 300;
 
 /** Paged messages are read back when memory drops below this share of the budget. */
 export const REFILL_BELOW = 0.75;

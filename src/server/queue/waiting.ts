@@ -2,9 +2,9 @@
  * Where the copies of one queue go while nobody can receive them.
  *
  * `WaitingList` keeps them in arrival order (`message.seq`) so that ttl expiry, overflow and
- * hand-out always take the oldest first. A Set keeps insertion order and deletes in O(1). New
- * messages arrive in order; copies given back by a group that lost its handlers are older: they
- * mark the list unsorted, and it is sorted once before it is next read in order. Copies recovered
+ * hand-out always take the oldest first. New messages arrive in order; copies given back by a
+ * group that lost its handlers are older: they mark the list unsorted, and it is sorted once
+ * before it is next read in order. Copies recovered
  * from the store at start do not count towards the bound (see Queue.restore()).
  *
  * `Parking` puts copies into that list, bounded by `maxItemsInQueue` (the oldest are dropped
@@ -15,31 +15,59 @@ import type { ChannelSettings } from "../config/config.ts";
 import { type Copy, CopyState, type Group } from "./message.ts";
 
 export class WaitingList {
-  readonly #copies = new Set<Copy>();
+  /**
+   * The copies in list order. A deleted copy leaves a null, skipped when read and dropped when
+   * the list is compacted: an array slot costs 8 bytes a copy, where a Set entry cost about 40.
+   * A copy in the list keeps its slot's index in `copy.at` (unused while a copy waits), so that
+   * delete is O(1).
+   */
+  #slots: (Copy | null)[] = [];
+  /** Slots before this index are all null. */
+  #head = 0;
+  #size = 0;
   /** Highest `message.seq` added; adding a lower one leaves the list unsorted. */
   #lastSeq = -1;
   #unsorted = false;
   #recovered = 0;
 
   get size(): number {
-    return this.#copies.size;
+    return this.#size;
   }
 
   /** Copies that count towards `maxItemsInQueue` (every one but the recovered). */
   get bounded(): number {
-    return this.#copies.size - this.#recovered;
+    return this.#size - this.#recovered;
+  }
+
+  has(copy: Copy): boolean {
+    const at = copy.at;
+    return at >= this.#head && at < this.#slots.length && this.#slots[at] === copy;
   }
 
   add(copy: Copy): void {
-    this.#copies.add(copy);
+    if (this.has(copy)) return;
+    // Nulls left by deletes past half the slots: compacted before they outweigh the copies.
+    if (this.#slots.length - this.#head > 2 * this.#size + 64) this.#compact(false);
+    copy.at = this.#slots.length;
+    this.#slots.push(copy);
+    this.#size++;
     if (copy.recovered) this.#recovered++;
     if (copy.message.seq < this.#lastSeq) this.#unsorted = true;
     else this.#lastSeq = copy.message.seq;
   }
 
   delete(copy: Copy): boolean {
-    if (!this.#copies.delete(copy)) return false;
+    if (!this.has(copy)) return false;
+    this.#slots[copy.at] = null;
+    copy.at = -1;
+    this.#size--;
     if (copy.recovered) this.#recovered--;
+    if (this.#size === 0) {
+      this.#slots = [];
+      this.#head = 0;
+    } else {
+      while (this.#slots[this.#head] === null) this.#head++;
+    }
     return true;
   }
 
@@ -70,15 +98,49 @@ export class WaitingList {
     return expired;
   }
 
-  /** The copies, oldest first (sorts once if copies came back out of order). */
+  /**
+   * The copies, oldest first (sorts once if copies came back out of order). Copies may be deleted
+   * while this is read: a deleted one is not given. A compaction meanwhile makes a new array, so
+   * the reading goes on over the one it started with.
+   */
   ordered(): Iterable<Copy> {
-    if (this.#unsorted) {
-      this.#unsorted = false;
-      const sorted = [...this.#copies].sort((a, b) => a.message.seq - b.message.seq);
-      this.#copies.clear();
-      for (const copy of sorted) this.#copies.add(copy);
+    if (this.#unsorted) this.#compact(true);
+    const slots = this.#slots;
+    const start = this.#head;
+    return {
+      [Symbol.iterator]: () => {
+        let at = start;
+        return {
+          next: (): IteratorResult<Copy> => {
+            while (at < slots.length) {
+              const index = at++;
+              const copy = slots[index];
+              if (!copy) continue;
+              // In the current array a copy is in the list at its own slot only (one deleted and
+              // added again has a later slot); in an array compacted away, wherever it is now.
+              if (slots === this.#slots ? copy.at === index : this.has(copy)) return { value: copy, done: false };
+            }
+            return { value: undefined, done: true };
+          },
+        };
+      },
+    };
+  }
+
+  /** Drops the nulls (and sorts by arrival when `sort`), into a new array: readers keep the old one. */
+  #compact(sort: boolean): void {
+    const copies: Copy[] = [];
+    for (let at = this.#head; at < this.#slots.length; at++) {
+      const copy = this.#slots[at];
+      if (copy) copies.push(copy);
     }
-    return this.#copies;
+    if (sort) {
+      copies.sort((a, b) => a.message.seq - b.message.seq);
+      this.#unsorted = false;
+    }
+    for (let at = 0; at < copies.length; at++) copies[at]!.at = at;
+    this.#slots = copies;
+    this.#head = 0;
   }
 }
 
