@@ -8,7 +8,8 @@ import { decode, encode, FrameDecoder, isErrorCode, isFatal, OP } from "../../sr
 import { Broker } from "../../src/server/broker.ts";
 import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
-import { type Connection, Session } from "../../src/server/session.ts";
+import type { Connection } from "../../src/server/outbox.ts";
+import { Session } from "../../src/server/session.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import { TempDirs } from "../../tests/helpers/temp_dir.ts";
 import { CMap, cbor, framed } from "./cbor_writer.ts";

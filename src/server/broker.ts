@@ -25,7 +25,6 @@ import { Pager } from "./queue/pager.ts";
 import { DiskFloor } from "./store/disk_floor.ts";
 import type { Copy } from "./queue/message.ts";
 import type { Peer } from "./peer.ts";
-export { PEER_KEYS_FOLDER } from "./security/authenticator.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -105,7 +104,7 @@ export class Broker {
       now: () => this.now(),
       queue: (name) => this.queue(name),
       nextSeq: () => this.#intake.nextSeq(),
-      storeFor: (queue) => this.#storeFor(queue),
+      storeFor: (queue) => this.#intake.storeFor(queue),
       replicate: (message) => this.cluster.replication.append(message),
       publishStored: (queue, message) => {
         if (!this.#intake.paged(queue, message)) queue.publish(message);
@@ -316,7 +315,7 @@ export class Broker {
         now: this.now,
         onDead: (copy, reason) => this.#deadLetters.dead(queue!, copy, reason),
         onDelivered: (copy) => {
-          this.#storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
+          this.#intake.storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
         },
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
@@ -473,10 +472,5 @@ export class Broker {
    */
   async authenticate(clientId: string, nonce: string, proof: AuthProof, peer = false): Promise<void> {
     await this.#auth.authenticate(this.#config, this.#rules, clientId, nonce, proof, peer);
-  }
-
-  /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */
-  #storeFor(queue: Queue): Store | null {
-    return queue.settings.durability === "memory" ? null : this.store;
   }
 }

@@ -69,7 +69,7 @@ export class Intake {
    * meanwhile shares it. A refused commit is streamed to slaves as removed.
    */
   store(queue: Queue, message: Message): void | Promise<void> {
-    const stored = this.#storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
+    const stored = this.storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
       this.#accept(queue, message);
       return;
@@ -179,7 +179,8 @@ export class Intake {
     return this.store(queue, message);
   }
 
-  #storeFor(queue: Queue): Store | null {
+  /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */
+  storeFor(queue: Queue): Store | null {
     return queue.settings.durability === "memory" ? null : this.host.store;
   }
 }

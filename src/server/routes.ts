@@ -13,7 +13,7 @@ import type { CompiledSchema } from "./schema/schema.ts";
 /** Channel names cached at most; past it the cache starts again (a sender inventing names cannot grow it). */
 const MAX_ROUTES = 10_000;
 
-export interface Route {
+export interface ChannelRoute {
   endpoint: string;
   version: string;
   destination: string;
@@ -23,7 +23,7 @@ export interface Route {
 }
 
 export class Routes {
-  readonly #routes = new Map<string, Route>();
+  readonly #routes = new Map<string, ChannelRoute>();
 
   constructor(
     readonly queue: (name: string) => Queue,
@@ -31,7 +31,7 @@ export class Routes {
   ) {}
 
   /** The route of a channel name; throws BAD_CHANNEL for a name that is not `endpoint/version/id`. */
-  of(name: string): Route {
+  of(name: string): ChannelRoute {
     let route = this.#routes.get(name);
     if (route) return route;
     const channel = parseChannel(name, "Cannot send to");

@@ -37,14 +37,10 @@ import { collectAfterRefusal } from "./collector.ts";
 import type { ClientGrants, Rules } from "./security/rules.ts";
 import { type Copy, groupKeyOf, type Handler } from "./queue/message.ts";
 import type { Peer, SessionState } from "./peer.ts";
-export type { SessionState } from "./peer.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
 import { Registrations } from "./registrations.ts";
 import { type Connection, Outbox } from "./outbox.ts";
 import { decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
-
-export type { Connection } from "./outbox.ts";
-export { HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
 
 export class Session implements Peer {
   clientId = "";

@@ -2,7 +2,7 @@ import { afterEach, expect, it } from "bun:test";
 import { readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
 import { OP } from "../../src/protocol/mod.ts";
-import { HANDSHAKE_MAX_FRAME_SIZE } from "../../src/server/session.ts";
+import { HANDSHAKE_MAX_FRAME_SIZE } from "../../src/server/handshake.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import { Cleanup, sleep, waitFor } from "../helpers/broker.ts";
 import { attacker, bystander, expectFatal } from "../helpers/security.ts";
