@@ -9,15 +9,11 @@
  * Every stream frame carries a sequence number, rising by one per frame on one link.
  */
 import { KittenError } from "./errors.ts";
+import type { DeadLetterInfo } from "./hot_ops.ts";
 import type { OP } from "./ops.ts";
 
-/** Where a dead-lettered message came from (the same map DELIVER carries). */
-export interface PeerDeadLetter {
-  reason: "requeueLimit" | "overflow" | "ttl";
-  channel: string;
-  messageId: string;
-  deliveries: number;
-}
+/** Where a dead-lettered message came from: the same map DELIVER carries. */
+export type PeerDeadLetter = DeadLetterInfo;
 
 /** [SYNC, ref, {epoch}]: the slave's highest known epoch. */
 export type SyncOp = [typeof OP.SYNC, number, { epoch: number }];

@@ -122,6 +122,7 @@ export class Broker {
       snapshot: () => snapshotOf(this.queues.values(), this.#intake.storing(), this.store),
       acceptReplica: (op, generation) => this.#intake.replica(op, generation),
       nextSeq: () => this.#intake.seq,
+      whereIs: (id) => this.#intake.whereIs(id),
       // Paged messages the master removed: read on past the budget to reach them (Pager.starving()).
       removalsWaiting: () => {
         for (const queue of this.queues.values()) if (queue.backlog.count > 0) this.#pager?.starving(queue);
@@ -132,7 +133,8 @@ export class Broker {
       store: this.store,
       cluster: this.cluster,
       log: this.log,
-      received: () => void this.stats.counters.received++,
+      counters: this.stats.counters,
+      queues: () => this.queues.values(),
       queue: (name) => this.queue(name),
       pager: () => this.#pager,
     });
@@ -142,6 +144,9 @@ export class Broker {
         queue: (name) => this.queue(name),
         admit: (queue, record, recovered) => this.#intake.admit(queue, record, recovered),
         flush: () => this.flush(),
+        get shuttingDown() {
+          return broker.shuttingDown;
+        },
       })
       : null;
     this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
@@ -375,7 +380,7 @@ export class Broker {
    */
   recover(): void {
     if (this.store === null) return;
-    if (this.#pager === null) return this.restore(this.store.load());
+    if (this.#pager === null) return this.#restore(this.store.load());
     const total = this.#pager.recover();
     if (total > 0) this.log.info("store", `recovered ${total} messages;in memory ${this.#resident()} of them, the rest read as needed`);
   }
@@ -408,7 +413,7 @@ export class Broker {
    * Puts back messages in memory, in arrival order, unpaged: a store that cannot page, at start
    * (every message not acked), or messages a peer sent.
    */
-  restore(records: Iterable<StoredMessage>): void {
+  #restore(records: Iterable<StoredMessage>): void {
     const restored = this.#intake.restore(records);
     if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
   }

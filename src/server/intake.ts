@@ -7,20 +7,23 @@
 import type { AppendOp } from "../protocol/peer_ops.ts";
 import { copyBytes } from "../protocol/bytes.ts";
 import type { Cluster } from "./cluster/cluster.ts";
+import type { Mirror } from "./cluster/mirror.ts";
 import { RecentIds } from "./dedup.ts";
 import type { Logger } from "./log.ts";
 import { Message } from "./queue/message.ts";
 import type { Pager } from "./queue/pager.ts";
 import type { Queue } from "./queue/queue.ts";
+import type { BrokerCounters } from "./stats/stats.ts";
 import { canPage, type DurableMode, type Store, type StoredMessage } from "./store/store.ts";
 
 export interface IntakeHost {
   readonly store: Store | null;
   readonly cluster: Cluster;
   readonly log: Logger;
-  /** Counts a message accepted (the broker's `received` statistic). */
-  received(): void;
+  /** The broker's counters: a message accepted counts as `received`. */
+  readonly counters: BrokerCounters;
   queue(name: string): Queue;
+  queues(): Iterable<Queue>;
   /** The paging of durable queues (null: a store that cannot page, or none). */
   pager(): Pager | null;
 }
@@ -56,6 +59,20 @@ export class Intake {
   resent(messageId: string): boolean | Promise<void> {
     if (this.#recentIds.has(messageId)) return true;
     return this.#storing.get(messageId)?.commit ?? false;
+  }
+
+  /**
+   * Where a message not in memory is: being stored, or held in the store only (paged: only a
+   * queue with a backlog has such rows); null when it is not here.
+   */
+  whereIs(id: string): "storing" | "paged" | null {
+    if (this.#storing.has(id)) return "storing";
+    const store = this.host.store;
+    if (!canPage(store)) return null;
+    for (const queue of this.host.queues()) {
+      if (queue.backlog.count > 0) return store.holds(id) ? "paged" : null;
+    }
+    return null;
   }
 
   /** A new message, numbered in arrival order; its body is copied out of the socket's chunk. */
@@ -96,17 +113,17 @@ export class Intake {
 
   #accept(queue: Queue, message: Message): void {
     this.#recentIds.add(message.id);
-    this.host.received();
+    this.host.counters.received++;
     if (this.paged(queue, message)) return;
-    this.#enqueue(queue, message, () => queue.publish(message));
+    const mirror = this.#mirror();
+    mirror?.track(message);
+    queue.publish(message);
+    mirror?.accepted(queue, message);
   }
 
-  /** Queues a message; a slave also tracks it, to drop it when the master's clients ack it. */
-  #enqueue(queue: Queue, message: Message, put: () => void): void {
-    const mirror = this.host.cluster.isMaster ? null : this.host.cluster.mirror;
-    mirror?.track(message);
-    put();
-    mirror?.accepted(queue, message);
+  /** A slave tracks the messages it queues, to drop them when the master's clients ack them. */
+  #mirror(): Mirror | null {
+    return this.host.cluster.isMaster ? null : this.host.cluster.mirror;
   }
 
   /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
@@ -129,13 +146,15 @@ export class Intake {
     const message = this.#fromRecord(record);
     // The message stands for its row from now on (the store reads `position`): the record is not kept.
     message.position = record.position;
-    this.#enqueue(queue, message, () => queue.admit(message, recovered));
+    const mirror = this.#mirror();
+    mirror?.track(message);
+    queue.admit(message, recovered);
+    mirror?.accepted(queue, message);
   }
 
   /**
-   * Puts back messages in memory, in arrival order (a store that cannot page, at start; or
-   * messages a peer sent): every one that was not acked (waiting, ready or in flight). They are
-   * not paged: the caller bounds how many it gives. Returns how many.
+   * Puts back in memory, in arrival order, every message a store that cannot page kept (waiting,
+   * ready or in flight), at start. Returns how many.
    */
   restore(records: Iterable<StoredMessage>): number {
     let restored = 0;
@@ -143,7 +162,10 @@ export class Intake {
       const message = this.#fromRecord(record);
       message.record = record;
       const queue = this.host.queue(record.queue);
-      this.#enqueue(queue, message, () => queue.restore(message));
+      const mirror = this.#mirror();
+      mirror?.track(message);
+      queue.restore(message);
+      mirror?.accepted(queue, message);
       restored++;
     }
     return restored;
@@ -168,10 +190,10 @@ export class Intake {
         if (message) message.syncGeneration = generation;
       });
     }
-    // Held on disk only (paged): stored already, nothing to add.
-    const store = this.host.store;
-    if (canPage(store) && store.holds(id)) return;
+    // Held on disk only (paged: only a queue with a backlog has such rows): nothing to add.
     const queue = this.host.queue(queueName);
+    const store = this.host.store;
+    if (queue.backlog.count > 0 && canPage(store) && store.holds(id)) return;
     const message = this.create(id, queue, destination, body, created);
     message.deliveries = deliveries;
     message.deadLetter = deadLetter;

@@ -221,6 +221,23 @@ it("replication: a slave that catches up drops what the master no longer holds (
   await waitFor(() => slave!.live("away/v1") === 0, 5_000, "stale messages dropped at catch-up");
 }, 30_000);
 
+it("replication: acks a client copies to the slave settle its messages first; the master's removals that follow find nothing to wait for", async () => {
+  const [master, slave] = await cluster(2);
+  master!.start();
+  slave!.start();
+  await waitFor(() => slave!.upstreamState === "in-sync", 10_000);
+  const { mq } = await client([master!.host, slave!.host]); // acks are copied to the slave
+  const got: Received[] = [];
+  await mq.consume("copied/v1/x", recorder(got), { prefetch: 100 }).ready;
+  await sendAll(mq, "copied/v1/x", 0, 500);
+  await waitFor(() => got.length === 500, 5_000);
+  await waitFor(() => master!.live("copied/v1") === 0 && slave!.live("copied/v1") === 0, 5_000);
+  // Removals of messages settled here already are not kept as "early" (they would pile up and
+  // make a paging slave read ahead for nothing).
+  await waitFor(() => master!.broker.cluster.status().replicas[0]?.lagEntries === 0, 5_000, "removals streamed");
+  expect(slave!.broker.cluster.mirror.earlyRemovals).toBe(0);
+}, 20_000);
+
 it("replication: a broker that is not in cluster.peers cannot open a peer link", async () => {
   const [master, slave] = await cluster(2);
   master!.peers = []; // the master does not list the slave

@@ -37,10 +37,15 @@ export interface ClusterHost {
   acceptReplica(op: AppendOp, generation: number): void | Promise<void>;
   nextSeq(): number;
   /**
-   * Removals wait for messages not in memory: paged ones come back to memory only as memory
-   * frees up, and a slave's memory may be full of messages nobody on the master consumes yet.
+   * Where a message this slave does not hold in memory is: being stored ("storing"), or held in
+   * the store only ("paged"); null when it is not here at all (settled already, by a mirrored ack).
    */
-  removalsWaiting?(): void;
+  whereIs(id: string): "storing" | "paged" | null;
+  /**
+   * Removals wait for paged messages: they come back to memory only as memory frees up, and a
+   * slave's memory may be full of messages nobody on the master consumes yet.
+   */
+  removalsWaiting(): void;
 }
 
 export interface ClusterStatus {
@@ -106,9 +111,17 @@ export class Cluster {
       sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
       append: (op, generation) => host.acceptReplica(op, generation),
       remove: (ids) => {
-        let waiting = false;
-        for (const id of ids) waiting = !this.mirror.removed(id) || waiting;
-        if (waiting) host.removalsWaiting?.();
+        let paged = false;
+        for (const id of ids) {
+          if (this.mirror.removed(id)) continue;
+          // Usually settled here already: the client copies its acks to the slaves, ahead of the
+          // master's removal. Only a message still on its way to memory waits for it.
+          const where = host.whereIs(id);
+          if (where === null) continue;
+          this.mirror.removeLater(id);
+          paged ||= where === "paged";
+        }
+        if (paged) host.removalsWaiting();
       },
       synced: (generation, before) => {
         const dropped = this.mirror.reconcile(generation, before);
@@ -302,7 +315,7 @@ export class Cluster {
         this.fencedBy = null;
         this.#becameMaster("elected master through etcd");
         // The in-sync set starts as the master alone; replicas join as they catch up.
-        this.replication.options.publishIsr?.(this.replication.inSyncMembers());
+        this.replication.recordInSyncSet();
       },
       steppedDown: (reason) => {
         if (!this.#elected) return;

@@ -71,18 +71,22 @@ export class Mirror {
     else this.#earlyAcks.set(messageId, [[queueName, groupKey, destination]]);
   }
 
-  /**
-   * The master settled a message: every copy of it here goes. One not in memory (being stored,
-   * or paged) goes when it arrives in memory; false then.
-   */
+  /** The master settled a message: every copy of it here goes. False when it is not in memory. */
   removed(messageId: string): boolean {
     const message = this.#messages.get(messageId);
-    if (message) {
-      this.queues.get(message.queue)?.dropMirrored(message);
-      return true;
-    }
+    if (!message) return false;
+    this.queues.get(message.queue)?.dropMirrored(message);
+    return true;
+  }
+
+  /** The master settled a message not in memory here yet (being stored, or paged): it goes when it arrives. */
+  removeLater(messageId: string): void {
     this.#earlyRemovals.set(messageId, true);
-    return false;
+  }
+
+  /** Removals waiting for their message to arrive in memory. */
+  get earlyRemovals(): number {
+    return this.#earlyRemovals.size;
   }
 
   /**

@@ -93,14 +93,9 @@ export class Replica {
     return this.link.peerId;
   }
 
-  /** Snapshot messages not yet written. */
   /** Snapshot messages not written yet (an estimate while paged rows are read), plus the SYNCED marker. */
   get snapshotLeft(): number {
     return this.#snapshot === null ? 0 : Math.max(0, this.#snapshotTotal - this.#snapshotSent) + 1;
-  }
-
-  get snapshotTotal(): number {
-    return this.#snapshotTotal;
   }
 
   /** Nothing waits for its socket: no snapshot left, no live entry queued. */

@@ -306,6 +306,15 @@ export class Replication {
   }
 
   /**
+   * A new term (elected through etcd): the in-sync set is recorded anew, since the record in etcd
+   * may be an earlier master's. A failure is logged and retried at the next tick.
+   */
+  recordInSyncSet(): void {
+    this.#published = "";
+    this.#isrChanged();
+  }
+
+  /**
    * The in-sync set changed. Recorded for elections first when there is a record to keep: until
    * it is, a slave that dropped out could still be elected, so nothing is confirmed without it.
    */

@@ -31,6 +31,8 @@ export interface PagerHost {
   admit(queue: Queue, record: StoredMessage, recovered: boolean): void;
   /** Delivers what admitting made ready (socket writes). */
   flush(): void;
+  /** True once the broker stops: no more reading back (its store is about to close). */
+  readonly shuttingDown: boolean;
 }
 
 export class Pager {
@@ -131,6 +133,7 @@ export class Pager {
 
   #refillTurn(queue: Queue, budget: number): void {
     queue.backlog.refilling = false;
+    if (this.host.shuttingDown) return;
     try {
       this.refill(queue, REFILL_ROWS, budget);
       this.host.flush();
@@ -138,7 +141,7 @@ export class Pager {
       // A failing disk: tried again a little later, not on every turn.
       this.host.log.failure("store", `queue=${queue.name};reading paged messages failed, retrying`, error);
       queue.backlog.refilling = true;
-      setTimeout(() => this.#refillTurn(queue, budget), REFILL_RETRY_MS);
+      setTimeout(() => this.#refillTurn(queue, budget), REFILL_RETRY_MS).unref();
       return;
     }
     // Still below the budget: the next page on the next turn (sockets get theirs in between).

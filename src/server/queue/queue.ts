@@ -14,12 +14,12 @@ import { Backlog, residentCost } from "./backlog.ts";
 import { Deliveries } from "./deliveries.ts";
 import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
 import { Parking } from "./waiting.ts";
-import { Copy, CopyState, type Group, type Handler, type Message, type Pool } from "./message.ts";
+import { Copy, CopyState, type DeadLetterInfo, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "../config/config.ts";
 import type { ChannelSettings as QueueSettings } from "../config/config.ts";
 
-export type DeadReason = "requeueLimit" | "overflow" | "ttl";
+export type DeadReason = DeadLetterInfo["reason"];
 
 export interface QueueHooks {
   now(): number;
@@ -149,14 +149,10 @@ export class Queue {
     try {
       if (this.#expired(message)) {
         // Paged past its ttl: it waited, on disk, as long as a waiting message may.
-        const copy = new Copy(message, message.destination, null);
-        copy.deliveries = message.deliveries; // non-zero for a message delivered before a restart
         message.refs++;
-        this.#kill(copy, "ttl");
+        this.#kill(this.#storedCopy(message, recovered), "ttl");
       } else if (!this.#route(message)) {
-        const copy = new Copy(message, message.destination, null);
-        copy.recovered = recovered;
-        this.#parkUnrouted(copy);
+        this.#parkUnrouted(this.#storedCopy(message, recovered));
       }
     } finally {
       this.#unref(message);
@@ -343,11 +339,20 @@ export class Queue {
     this.live++;
     this.counters.received++;
     this.backlog.resident += residentCost(message);
-    const copy = new Copy(message, message.destination, null);
-    copy.recovered = true;
-    copy.deliveries = message.deliveries;
+    const copy = this.#storedCopy(message, true);
     message.copies?.push(copy);
     this.#parking.parkAll([copy]);
+  }
+
+  /**
+   * The copy, for anyone, of a message read back from the store: its delivery count goes on
+   * (non-zero for a message delivered before a restart).
+   */
+  #storedCopy(message: Message, recovered: boolean): Copy {
+    const copy = new Copy(message, message.destination, null);
+    copy.recovered = recovered;
+    copy.deliveries = message.deliveries;
+    return copy;
   }
 
   /** A copy for whoever registers first; a slave tracks it, so that the master's removal finds it. */

@@ -13,19 +13,11 @@ import { StoreUsage, UsageDelta } from "./usage.ts";
 /** A row as `SQL.selectQueue` returns it (`.values()`): the queue is the one asked for. */
 type PageRow = [seq: number, id: string, destination: string, created: number, body: Uint8Array, deliveries: number, deadLetter: string | null];
 
-/** Destination ids remembered for reading back before the set is started afresh. */
-const MAX_DESTINATIONS = 10_000;
-
 export class QueueRows {
   readonly usage: StoreUsage;
   readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
   readonly #holds: Statement<unknown, [id: string]>;
-  /**
-   * Destination ids read back, each kept once: a message read back holds the same string as every
-   * other of its id, not one of its own (queue names come from the caller).
-   */
-  readonly #destinations = new Map<string, string>();
 
   constructor(readonly db: Database) {
     this.usage = StoreUsage.read(db);
@@ -39,16 +31,15 @@ export class QueueRows {
     delta.write(this.#addUsage);
   }
 
-  /** Up to `limit` rows of `queue` at or after `from`, in arrival order, each knowing its position. */
+  /**
+   * Up to `limit` rows of `queue` at or after `from`, in arrival order, each knowing its position.
+   * The message made of a row shares its queue and destination strings (message.ts's routes).
+   */
   read(queue: string, from: number, limit: number): StoredMessage[] {
     const rows = this.#selectQueue.values(queue, from, limit) as PageRow[];
     const messages: StoredMessage[] = new Array(rows.length);
-    const destinations = this.#destinations;
-    if (destinations.size > MAX_DESTINATIONS) destinations.clear();
     for (let i = 0; i < rows.length; i++) {
-      const [seq, id, read, created, body, deliveries, deadLetter] = rows[i]!;
-      let destination = destinations.get(read);
-      if (destination === undefined) destinations.set(read, destination = read);
+      const [seq, id, destination, created, body, deliveries, deadLetter] = rows[i]!;
       const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
       messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, position: seq };
     }

@@ -243,6 +243,8 @@ export class SqliteStore implements PagingStore {
   readQueue(queue: string, from: number, limit: number): StoredMessage[] {
     this.#open();
     if (this.#appends.size > 0) this.#flush(); // batch mode confirmed them already: they must be readable
+    // A commit that failed leaves them pending: reading past them would skip confirmed messages.
+    if (this.#appends.size > 0) throw this.#unavailable(this.#lastError);
     return this.#rows.read(queue, from, limit);
   }
 

@@ -3,6 +3,8 @@
  * store (bun:sqlite) implements it; a broker whose every queue is in memory has none. The memory
  * store implements it for tests, without the queue engine noticing the difference.
  */
+import type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
+
 /** When a stored message counts as safe: after the commit holding it (fsync), or at once (batch). */
 export type DurableMode = "fsync" | "batch";
 
@@ -33,16 +35,8 @@ export interface StoredMessage {
   position?: number | undefined;
 }
 
-/** Dead-letter information kept with a message (store format v2). */
-export interface StoredDeadLetter {
-  reason: "requeueLimit" | "overflow" | "ttl";
-  /** The channel the message was sent to (`endpoint/version/id`). */
-  channel: string;
-  /** The id of the original message. */
-  messageId: string;
-  /** Its deliveries when it died. */
-  deliveries: number;
-}
+/** Dead-letter information kept with a message (store format v2): the map DELIVER carries. */
+export type StoredDeadLetter = DeadLetterInfo;
 
 export interface Store {
   /**

@@ -44,6 +44,31 @@ it("SqliteStore.readQueue() in batch mode commits confirmed appends first, so th
   store.close();
 });
 
+it("SqliteStore.readQueue() in batch mode refuses to read past confirmed appends its commit could not write, and reads them once it can", () => {
+  let failing = true;
+  const store = new SqliteStore({
+    directory: temps.make(),
+    mode: "batch",
+    commitIntervalMs: 2,
+    logger: memoryLogger(),
+    beforeCommit: () => {
+      if (failing) throw new Error("SQLITE_FULL: database or disk is full");
+    },
+  });
+  for (let n = 0; n < 5; n++) store.append(storedMessage(n)); // confirmed at once in batch mode
+  let refused: unknown;
+  try {
+    store.readQueue("orders/v1", 0, 10);
+  } catch (error) {
+    refused = error;
+  }
+  expect(refused).toMatchObject({ code: "STORE_UNAVAILABLE" });
+  expect((refused as Error).message).toContain("SQLITE_FULL");
+  failing = false;
+  expect(store.readQueue("orders/v1", 0, 10).map((m) => m.id)).toEqual([0, 1, 2, 3, 4].map((n) => storedMessage(n).id));
+  store.close();
+});
+
 it("SqliteStore keeps each queue's rows and bytes with every commit, and finds them again after a restart", async () => {
   const directory = temps.make();
   const store = open(directory);
