@@ -103,7 +103,7 @@ const received = new Map<number, number>();
 const rejections = new Map<string, number>();
 /** Milliseconds from each kill to the first send confirmed afterwards. */
 const failoverTimes: number[] = [];
-/** Manual mode: kills after which no slave was in sync, so the master was restarted instead. */
+/** Kills after which no slave was in sync, so the master was restarted instead (and re-elected, in auto mode). */
 let restarts = 0;
 let sent = 0;
 let pending = 0;
@@ -233,7 +233,16 @@ async function cycle(index: number, promoted: Node | null): Promise<Node> {
   let epoch = NaN;
   let restarted = false;
   if (AUTO) {
-    await waitFor(() => nodes.some((node) => node !== master && node.running && node.saysMaster), 60_000, "a new master elected");
+    // Only a broker in the recorded in-sync set stands. When no slave was in sync at the kill,
+    // nobody is elected until the killed master is back (systemd restarts it): restart it then.
+    const electedOther = () => nodes.some((node) => node !== master && node.running && node.saysMaster);
+    const standing = (LEASE_TTL + 5) * 1000;
+    if (!await waitFor(electedOther, standing, "a new master elected").then(() => true, () => false)) {
+      restarted = true;
+      restarts++;
+      await master.start();
+    }
+    await waitFor(() => currentMaster(null) !== undefined, 60_000, "a master elected");
     next = currentMaster(null)!;
     epoch = Number([...next.output().matchAll(/elected master through etcd;epoch=(\d+)/g)].at(-1)?.[1] ?? NaN);
   } else {
