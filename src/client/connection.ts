@@ -17,6 +17,7 @@ import {
   isRetryable,
   KittenError,
   OP,
+  deliverFields,
   opOf,
   peekOp,
   type WelcomeInfo,
@@ -137,17 +138,17 @@ export class HostConnection {
     const decoder = new FrameDecoder(this.options.maxFrameSize);
     // One frame: false once the link is gone (closed here, or by a handler).
     const visit = (data: Uint8Array, start: number, end: number): boolean => {
-      // Deliveries take the hand-written reader, in place; everything else the generic decoder.
-      // A broker that sends garbage (a DELIVER the reader refuses included) is reconnected to.
+      // Deliveries take the hand-written reader, in place; what it does not expect (another
+      // encoder's choices, fields a newer broker adds) and every other frame, the generic decoder.
+      // A broker that sends garbage is reconnected to.
       const isDelivery = this.state === "open" && peekOp(data, start, end) === OP.DELIVER;
-      const delivery = isDelivery ? readDeliver(data, start, end) : undefined;
+      let delivery = isDelivery ? readDeliver(data, start, end) : undefined;
       let value: unknown[] | undefined;
       try {
-        if (isDelivery && !delivery) throw new KittenError("BAD_FRAME", "Cannot read a delivery: malformed DELIVER frame");
-        if (!isDelivery) opOf(value = decode(data.subarray(start, end)) as unknown[]);
+        if (!delivery) opOf(value = decode(data.subarray(start, end)) as unknown[]);
+        if (isDelivery && !delivery && !(delivery = deliverFields(value!))) return this.#refuseFrame(transport);
       } catch {
-        transport.close();
-        return false;
+        return this.#refuseFrame(transport);
       }
       // What a frame triggers runs the client's code and, through it, the user's (handlers,
       // listeners). A throw is reported here: thrown into the socket's callback, it would cut off
@@ -213,6 +214,12 @@ export class HostConnection {
    * Handles a handshake frame: a challenge is answered, welcome opens the link, an error refuses
    * it. False when the link is gone.
    */
+  /** A frame that cannot be read: the broker is reconnected to. False: the link is gone. */
+  #refuseFrame(transport: Transport): false {
+    transport.close();
+    return false;
+  }
+
   #handshake(transport: Transport, value: unknown[]): boolean {
     if (value[0] === OP.CHALLENGE && typeof value[1] === "object" && value[1] !== null) {
       this.prove(this.host, value[1] as Challenge).then(

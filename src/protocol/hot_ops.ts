@@ -173,6 +173,28 @@ function readDeadLetter(bytes: Uint8Array): DeadLetterInfo | undefined {
 }
 
 /**
+ * A DELIVER frame the generic decoder read (one `readDeliver` did not expect): its fields, or
+ * undefined when they are not those of a delivery. Elements after the 9th are ignored, so that a
+ * newer broker may add some.
+ */
+export function deliverFields(value: unknown[]): DeliverFields | undefined {
+  const [op, sub, tag, messageId, destination, nbRequeues, body, created, deadLetter] = value;
+  if (op !== OP.DELIVER || !isCount(sub) || !isCount(tag) || !isCount(nbRequeues) || !isCount(created)) return undefined;
+  if (typeof messageId !== "string" || typeof destination !== "string" || !(body instanceof Uint8Array)) return undefined;
+  const fields: DeliverFields = { sub, tag, messageId, destination, nbRequeues, body, created };
+  if (deadLetter !== undefined && deadLetter !== null) {
+    const info = deadLetter as Partial<DeadLetterInfo>;
+    if (typeof info !== "object" || typeof info.reason !== "string" || typeof info.channel !== "string") return undefined;
+    fields.deadLetter = info as DeadLetterInfo;
+  }
+  return fields;
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/**
  * The operation of a frame `[op, …]` (any array head, definite or not, then an unsigned op), read
  * without decoding it; -1 when the frame does not start that way (the generic decoder then names
  * what is wrong).
