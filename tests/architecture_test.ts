@@ -1,7 +1,8 @@
 /**
  * The layout's rules, checked on the import graph of src/:
  * - src/protocol (the wire format, shared by client and broker) imports nothing of ours outside it;
- * - src/client imports only src/protocol and src/version.ts (a leaf), so it runs on Bun, Deno, Node;
+ * - src/client, and the client's entry mod.ts, import only src/protocol and src/version.ts (a
+ *   leaf), so the client runs on Bun, Deno and Node;
  * - src/server never imports src/client, src/admin or src/cli (they build on it, not the reverse);
  * - src/admin and src/cli reach the broker through src/server/mod.ts only;
  * - no `Bun.` in src/protocol or src/client;
@@ -33,12 +34,14 @@ const RULES: Rule[] = [
   { from: "src/protocol/", only: ["src/protocol/"] },
   { from: "src/client/", only: ["src/client/", "src/protocol/", "src/version.ts"] },
   { from: "src/version.ts", only: [] },
+  // The published client entry (what Deno and Bun import, and the npm build's entry point).
+  { from: "mod.ts", only: ["src/client/", "src/protocol/", "src/version.ts"] },
   { from: "src/server/", never: ["src/client/", "src/admin/", "src/cli/"] },
   // The admin app and the CLI use the broker through its public surface only.
   { from: "src/admin/", only: ["src/admin/", "src/protocol/", "src/server/mod.ts", "src/version.ts"] },
   { from: "src/cli/", only: ["src/cli/", "src/protocol/", "src/server/mod.ts", "src/admin/mod.ts", "src/version.ts"] },
 ];
-const NO_BUN = ["src/protocol/", "src/client/"];
+const NO_BUN = ["src/protocol/", "src/client/", "mod.ts"];
 
 /**
  * The source with comments removed; strings, template literals and regular expressions kept (so
@@ -227,7 +230,8 @@ function walk(folder: string): string[] {
 }
 
 function ourGraph(): { graph: Graph; sources: Map<string, string> } {
-  const sources = new Map(walk("src").filter((file) => file.endsWith(".ts")).map((file) => [file, readFileSync(join(ROOT, file), "utf8")]));
+  const files = [...walk("src").filter((file) => file.endsWith(".ts")), "mod.ts"];
+  const sources = new Map(files.map((file) => [file, readFileSync(join(ROOT, file), "utf8")]));
   const graph: Graph = new Map();
   for (const [file, source] of sources) {
     const targets = parseImports(source).map((specifier) => resolveImport(file, specifier)).filter((t) => t !== null);
@@ -242,6 +246,7 @@ describe("architecture", () => {
   it("reads the import graph of src/", () => {
     expect(graph.size).toBeGreaterThan(50);
     expect(graph.get("src/client/client.ts")).toContain("src/protocol/mod.ts");
+    expect(graph.get("mod.ts")).toContain("src/client/mod.ts");
   });
 
   it("protocol imports only protocol; client only protocol and version.ts; server no client, admin or cli", () => {

@@ -119,6 +119,8 @@ export function parseConfig(input: unknown, source = "config"): Config {
   // valibot reports the first unknown key of an object only: every one is listed by the walk.
   const problems = unknownKeyProblems(merged);
   for (const issue of result.issues ?? []) if (!isUnknownKey(issue)) problems.push(toProblem(issue));
+  // An unknown key in an object the walk does not know of is still refused, with valibot's words.
+  if (!result.success && problems.length === 0) problems.push(...result.issues.map(toProblem));
   problems.push(...crossFieldProblems(merged));
   // Channel formats are compiled here too, so a bad `map` is reported with its path at load,
   // together with every other problem of the file.
