@@ -4,6 +4,7 @@
  */
 export { startBroker, type BrokerServer } from "./server.ts";
 export { Broker, type BrokerOptions } from "./broker.ts";
+export { RESTART_KEY_PATHS } from "./config/restart_keys.ts";
 export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWarnings, type Config, type ConfigProblem } from "./config/config.ts";
 export type { Queue } from "./queue/queue.ts";
 export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue/view.ts";

@@ -18,6 +18,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { CONFIG_SCHEMA, defaultConfig } from "../../src/server/config/config.ts";
+import { RESTART_KEY_PATHS } from "../../src/server/config/restart_keys.ts";
 
 const DOC = join(import.meta.dir, "..", "..", "docs", "configuration.md");
 const QUEUE = `["endpoint/version"]`;
@@ -158,4 +159,11 @@ describe("docs/configuration.md", () => {
     }
     expect(wrong).toEqual([]);
   });
+});
+
+test("docs/security.md names exactly the keys a reload refuses to change", () => {
+  const text = readFileSync(join(import.meta.dir, "../../docs/security.md"), "utf8");
+  const line = /Keys that need a restart:([\s\S]*?)\.\n/.exec(text)?.[1] ?? "";
+  const named = [...line.matchAll(/`([^`]+)`/g)].map((match) => match[1]);
+  expect(named.sort()).toEqual([...RESTART_KEY_PATHS].sort());
 });

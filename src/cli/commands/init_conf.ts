@@ -5,7 +5,7 @@
  * never overwritten without `--force`.
  */
 import { writeFile } from "node:fs/promises";
-import { defaultConfig } from "../../server/mod.ts";
+import { defaultConfig, RESTART_KEY_PATHS } from "../../server/mod.ts";
 import type { CliArgs } from "../args.ts";
 import { CliError } from "../api.ts";
 
@@ -14,8 +14,8 @@ export const DEFAULT_CONFIG_FILE = "kitten-mq.config.json";
 const COMMENT = [
   "Kitten-MQ broker configuration. Every key is optional (this file lists the defaults); unknown keys are refused.",
   "Relative paths are resolved from this file's folder. Apply changes with `kitten-mq reload -c FILE` (or SIGUSR2);",
-  "socketServer.port/host/tls/maxFrameSize, httpServerPort, the admin section's host/tls/idleTimeoutSeconds, dataDirectory",
-  "  and commitIntervalMs are read at start only: a reload that changes one is refused (nothing applied).",
+  `${RESTART_KEY_PATHS.join(", ")} are read at start only:`,
+  "  a reload that changes one is refused (nothing applied).",
   "serviceId: this broker's id; clients write it after '@' in their host string (the audience of their tokens).",
   "isMaster: only the master delivers; slaves keep copies and take over after `isMaster: true` + reload.",
   "socketServer: the client port. host 127.0.0.1 keeps it local: set 0.0.0.0 to expose it. token: shared secret",

@@ -22,6 +22,9 @@ const RESTART_KEYS: readonly [path: string, read: (config: Config) => unknown, w
   ["cluster.etcd", (c) => c.cluster.etcd, "the election is joined (or not) at start"],
 ];
 
+/** The keys only a restart applies, as written in a config file. */
+export const RESTART_KEY_PATHS: readonly string[] = RESTART_KEYS.map(([path]) => path);
+
 /** The keys `next` changes that only a restart can apply, each with both values. */
 export function restartKeyProblems(running: Config, next: Config): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
