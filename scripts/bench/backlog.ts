@@ -108,11 +108,19 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
       keysDirectory,
       channel: CHANNEL,
       clientId: "bench-backlog-consumer",
-      count,
+      count: published.confirmed,
       prefetch: 1000,
     });
     children.push(consumer);
-    const received = await consumer.waitJson<ReceiverResult>("result");
+    // A lost message would leave the consumer waiting forever: past a generous limit (20,000
+    // msg/s at the least) it reports what it received, and the missing ones count as lost.
+    const drainLimitMs = Math.max(60_000, (published.confirmed / 20_000) * 1000);
+    const received = await withTimeout(consumer.waitJson<ReceiverResult>("result"), drainLimitMs, "drain stalled").catch(async () => {
+      consumer.proc.kill("SIGTERM");
+      const partial = await withTimeout(consumer.waitJson<ReceiverResult>("partial"), 5000, "the consumer did not report");
+      log(`drain: stalled after ${(drainLimitMs / 1000).toFixed(0)} s with ${fmt(partial.received)} of ${fmt(published.confirmed)} received`);
+      return partial;
+    });
     const drained = await memory(second.child.pid);
     const drainRate = received.received / ((received.lastAt - received.firstAt) / 1000);
     log(`drain: ${fmt(received.received)} at ${fmt(drainRate)} msg/s, RSS after ${drained.rss.toFixed(0)} MiB, peak ${drained.hwm.toFixed(0)} MiB`);
