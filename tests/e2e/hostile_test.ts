@@ -1,6 +1,7 @@
 import { afterEach, expect, it } from "bun:test";
 import { encode, OP } from "../../src/protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
+import type { Session } from "../../src/server/session.ts";
 import { Cleanup, waitFor } from "../helpers/broker.ts";
 import { attacker, bystander } from "../helpers/security.ts";
 import { answerChallenge, hello, rawFrame, type Wire } from "../helpers/wire.ts";
@@ -129,10 +130,20 @@ it("e2e: hostile truncated frame, then a close from the client side, leaves the 
   const wire = await attacker(cleanup, broker);
   await hello(wire, "mallory");
   await waitFor(() => broker.broker.sessions.size === sessionsBefore + 1);
+  // Counts the bytes mallory's session reads, so the test knows the broker has the 40 bytes.
+  const session = [...broker.broker.sessions].find((each) => each.clientId === "mallory") as Session;
+  let read = 0;
+  const receive = session.receive.bind(session);
+  session.receive = (chunk: Uint8Array) => {
+    read += chunk.length;
+    receive(chunk);
+  };
   const full = rawFrame(encode([OP.SEND, 1, "cut/v1/1", "m-1", encode("x".repeat(100))]));
   wire.sendRaw(full.subarray(0, 40));
-  await other.check(); // a round trip through the broker after the 40 bytes: it has read them
+  await waitFor(() => read === 40, 5000, "the broker read the 40 bytes");
+  await other.check();
   expect(wire.isClosed).toBe(false); // the broker waits for the rest of the frame
+  expect(session.isClosed).toBe(false);
   wire.close();
   await waitFor(() => broker.broker.sessions.size === sessionsBefore);
   expect(broker.broker.queues.get("cut/v1")).toBeUndefined(); // nothing half-read was accepted

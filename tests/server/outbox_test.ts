@@ -55,3 +55,29 @@ it("Outbox writes nothing for an empty batch, and the burst's confirmations as o
   expect(written.length).toBe(1);
   expect(outbox.unsentBytes).toBe(0);
 });
+
+it("Outbox sends what waited when the socket drains, and reads the client again", () => {
+  let accepting = false;
+  let resumed = 0;
+  const written: number[] = [];
+  const connection: Connection = {
+    write: (bytes) => (accepting ? (written.push(bytes.length), bytes.length) : 0),
+    end() {},
+    pause() {},
+    resume: () => void resumed++,
+    remoteAddress: "test",
+  };
+  const config = parseConfig({ durability: "memory", socketServer: { maxOutgoingBytes: 65536 } });
+  const outbox = new Outbox(connection, { config, isPeer: false, slowConsumer: () => expect.unreachable() });
+  outboxes.push(outbox);
+  outbox.batch.pushFramed(FRAMES);
+  outbox.write(false);
+  expect(outbox.readPaused).toBe(true);
+  expect(outbox.drain()).toBe(false); // the socket still takes nothing
+  accepting = true;
+  expect(outbox.drain()).toBe(true);
+  expect(written).toEqual([70_000]);
+  expect(outbox.unsentBytes).toBe(0);
+  expect(outbox.readPaused).toBe(false);
+  expect(resumed).toBe(1);
+});
