@@ -123,6 +123,7 @@ export class FrameDecoder {
       throw new KittenError(
         "FRAME_TOO_LARGE",
         `Cannot decode frame: length ${length} exceeds maxFrameSize ${this.maxFrameSize}`,
+        { length, maxFrameSize: this.maxFrameSize },
       );
     }
     return length;

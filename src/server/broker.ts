@@ -352,7 +352,7 @@ export class Broker {
     const resent = this.#intake.resent(messageId);
     if (resent !== false) return resent === true ? undefined : resent;
     if (schema) body = conform(schema, channelName, queue.name, body);
-    const held = queue.live + queue.backlog.count;
+    const held = queue.held;
     if (held >= queue.settings.maxMessagesPerQueue) {
       throw new KittenError(
         "QUEUE_FULL",

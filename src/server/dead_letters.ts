@@ -45,7 +45,7 @@ export class DeadLetters {
     );
     if (target === null) return;
     const queue = host.queue(target);
-    if (queue.live + queue.backlog.count >= queue.settings.maxMessagesPerQueue) {
+    if (queue.held >= queue.settings.maxMessagesPerQueue) {
       host.log.error("queue", `queue=${target};messageId=${message.id};dead-letter queue full;message dropped`);
       return;
     }

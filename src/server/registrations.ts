@@ -3,7 +3,7 @@
  * the exclusive ids it claimed, and its acks and nacks. Read rules are checked and exclusive ids
  * claimed here, all or none, before a registration or an added id takes effect.
  */
-import { checkChannelParts, KittenError } from "../protocol/mod.ts";
+import { checkChannelParts, KittenError, queueName } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import type { Peer } from "./peer.ts";
 import type { Handler, HandlerKind } from "./queue/message.ts";
@@ -30,7 +30,7 @@ export class Registrations {
     }
     const claims = this.#authorizeRead(kind, endpoint, version, ids);
     const handler = this.broker.subscribe(this.peer, kind, sub, endpoint, version, ids, prefetch);
-    this.#bySub.set(sub, { handler, queue: this.broker.queue(`${endpoint}/${version}`), claims });
+    this.#bySub.set(sub, { handler, queue: this.broker.queue(queueName(endpoint, version)), claims });
   }
 
   /** Adds ids to a registration (read rules checked, exclusive ids claimed) or removes some. */
@@ -111,7 +111,7 @@ export class Registrations {
       pattern = marked;
     }
     if (exclusive.length === 0) return claims;
-    const queue = `${endpoint}/${version}`;
+    const queue = queueName(endpoint, version);
     const refused = this.broker.claimExclusive(queue, exclusive, clientId);
     if (refused !== null) {
       this.broker.log.warn("rules", `client=${clientId};queue=${queue};id=${refused};exclusive id already owned`);

@@ -103,8 +103,11 @@ export class Session implements Peer {
     try {
       this.#decoder.each(chunk, this.#visit);
     } catch (error) {
-      const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE" && this.state !== "open";
-      this.#fail(null, tooLarge ? new KittenError("FRAME_TOO_LARGE", `Cannot read a frame before welcome: ${error.message.replace(/^Cannot decode frame: /, "")}, the largest frame accepted before welcome`) : error);
+      const tooLarge = error instanceof KittenError && error.code === "FRAME_TOO_LARGE";
+      const { length, maxFrameSize } = tooLarge ? error.details as { length: number; maxFrameSize: number } : { length: 0, maxFrameSize: 0 };
+      this.#fail(null, tooLarge
+        ? new KittenError("FRAME_TOO_LARGE", `Cannot read a frame before welcome: length ${length} exceeds ${maxFrameSize}, the largest frame accepted before welcome`)
+        : error);
       if (tooLarge) collectAfterRefusal();
     }
     if (this.state === "open" || this.state === "closed") return;
@@ -282,15 +285,14 @@ export class Session implements Peer {
     // One send in LATENCY_SAMPLE_EVERY is timed; the others pay one decrement.
     const started = stats.publishSampler.hit() ? performance.now() : -1;
     const stored = this.#broker.send(channel, messageId, body, this);
-    if (stored === undefined) {
-      this.#confirm(ref);
-      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
-      return;
-    }
-    this.#afterwards(stored.then(() => {
-      this.#confirm(ref);
-      if (started >= 0) stats.publishConfirm.observe((performance.now() - started) / 1000);
-    }, (error) => this.#fail(ref, error)));
+    if (stored === undefined) return this.#confirmSend(ref, started);
+    this.#afterwards(stored.then(() => this.#confirmSend(ref, started), (error) => this.#fail(ref, error)));
+  }
+
+  /** Confirms a send; a timed one (`started` ≥ 0) records its publish → confirm latency. */
+  #confirmSend(ref: number, started: number): void {
+    this.#confirm(ref);
+    if (started >= 0) this.#broker.stats.publishConfirm.observe((performance.now() - started) / 1000);
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {

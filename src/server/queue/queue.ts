@@ -51,6 +51,11 @@ export class Queue {
   };
   /** Messages with at least one live copy. */
   live = 0;
+
+  /** Messages the queue holds: in memory, and paged to the store (what `maxMessagesPerQueue` bounds). */
+  get held(): number {
+    return this.live + this.backlog.count;
+  }
   /**
    * Set on a slave: it keeps every message until the master's consumers ack it (or it is
    * promoted). It drops nothing on its own account (overflow, ttl): the master still serves it.
