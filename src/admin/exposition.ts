@@ -2,6 +2,7 @@
  * The Prometheus text format (version 0.0.4), written line by line: `# HELP`, `# TYPE`, then
  * samples. Shared by GET /metrics and GET /statistics.
  */
+import { handlerCounts, type Queue } from "../server/mod.ts";
 
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -26,6 +27,25 @@ export class Exposition {
   toString(): string {
     return this.#lines.join("\n") + "\n";
   }
+}
+
+/**
+ * The shape of each queue: copies by state (under `depthName`, which differs between the 0.12
+ * names of GET /statistics and the Prometheus ones of GET /metrics), consumers and listeners.
+ */
+export function writeQueueShape(out: Exposition, queues: readonly Queue[], depthName: string): void {
+  const depths = queues.map((q) => [q.name, q.depth()] as const);
+  out.metric(
+    depthName,
+    "gauge",
+    "Copies in a queue by state: ready (to deliver), inflight (unacked), delayed (nacked with a delay), waiting (no recipient yet)",
+    depths.flatMap(([queue, depth]) =>
+      (["ready", "inflight", "delayed", "waiting"] as const).map((state): Sample => [{ queue, state }, depth[state]])
+    ),
+  );
+  const counts = queues.map((q) => [q.name, handlerCounts(q)] as const);
+  out.metric("kitten_mq_queue_consumers", "gauge", "Consumer registrations on a queue", counts.map(([queue, c]) => [{ queue }, c.consumers]));
+  out.metric("kitten_mq_queue_listeners", "gauge", "Listening client ids on a queue", counts.map(([queue, c]) => [{ queue }, c.listeners]));
 }
 
 /** `{queue="orders/v1"}`; values escaped as the format requires (backslash, quote, newline). */

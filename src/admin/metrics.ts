@@ -9,9 +9,8 @@
  */
 import { Hono } from "hono";
 import type { BrokerServer, Queue } from "../server/mod.ts";
-import { handlersInfo } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
-import { Exposition, METRICS_CONTENT_TYPE, type Sample } from "./exposition.ts";
+import { Exposition, METRICS_CONTENT_TYPE, type Sample, writeQueueShape } from "./exposition.ts";
 import { writeProcessMetrics } from "./process_metrics.ts";
 import { renderStatistics } from "./statistics.ts";
 
@@ -54,25 +53,8 @@ export function renderMetrics(server: BrokerServer): string {
     "Waiting copies dropped: reason overflow (oldest over maxItemsInQueue) or ttl (waited longer than ttl)",
     queues.flatMap((q): Sample[] => [[{ queue: q.name, reason: "overflow" }, q.counters.dropped], [{ queue: q.name, reason: "ttl" }, q.counters.expired]]),
   );
-  const depths = queues.map((q) => [q.name, q.depth()] as const);
-  out.metric(
-    "kitten_mq_queue_messages",
-    "gauge",
-    "Copies in a queue by state: ready (to deliver), inflight (unacked), delayed (nacked with a delay), waiting (no recipient yet)",
-    depths.flatMap(([queue, depth]) =>
-      (["ready", "inflight", "delayed", "waiting"] as const).map((state): Sample => [{ queue, state }, depth[state]])
-    ),
-  );
+  writeQueueShape(out, queues, "kitten_mq_queue_messages");
   renderStoreGauges(out, server, queues);
-  const handlers = queues.map((q) => [q.name, handlersInfo(q)] as const);
-  out.metric("kitten_mq_queue_consumers", "gauge", "Consumer registrations on a queue", handlers.map(([queue, list]) => [
-    { queue },
-    list.filter((h) => h.kind === "consume").length,
-  ]));
-  out.metric("kitten_mq_queue_listeners", "gauge", "Listening client ids on a queue", handlers.map(([queue, list]) => [
-    { queue },
-    new Set(list.filter((h) => h.kind === "listen").map((h) => h.group)).size,
-  ]));
 
   const histograms = [
     ["kitten_mq_publish_confirm_seconds", "From a send handled to its confirmation queued (the commit included when durable); one send in 64 is timed", stats.publishConfirm],

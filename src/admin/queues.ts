@@ -15,7 +15,7 @@ import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { KittenError } from "../protocol/errors.ts";
 import type { BrokerServer, HandlerInfo, Peer, Queue } from "../server/mod.ts";
-import { depthById, handlersInfo, message as messageCopies, messages as messagePage } from "../server/mod.ts";
+import { depthById, handlerCounts, handlersInfo, message as messageCopies, messages as messagePage } from "../server/mod.ts";
 import { copyView, messageView } from "./display.ts";
 
 /** At most this many messages per page: a page is built in memory and serialised at once. */
@@ -105,15 +105,13 @@ function queueRates(server: BrokerServer, name: string) {
  * Unbounded settings (Infinity) show as null in JSON.
  */
 export function queueSummary(queue: Queue, broker: BrokerServer["broker"]) {
-  const handlers = handlersInfo(queue);
   return {
     name: queue.name,
     depth: queue.depth(),
     paged: queue.backlog.count,
     disk: broker.diskUsage(queue.name),
     counters: { ...queue.counters },
-    consumers: handlers.filter((handler) => handler.kind === "consume").length,
-    listeners: new Set(handlers.filter((handler) => handler.kind === "listen").map((handler) => handler.group)).size,
+    ...handlerCounts(queue),
     settings: { ...queue.settings },
   };
 }

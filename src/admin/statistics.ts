@@ -7,9 +7,8 @@
  * has `# HELP` and `# TYPE` lines.
  */
 import type { BrokerServer, Queue } from "../server/mod.ts";
-import { handlersInfo } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
-import { Exposition, type Sample } from "./exposition.ts";
+import { Exposition, type Sample, writeQueueShape } from "./exposition.ts";
 
 export function renderStatistics(server: BrokerServer): string {
   const { broker } = server;
@@ -49,23 +48,6 @@ export function renderStatistics(server: BrokerServer): string {
   out.metric("kitten_mq_queue_messages_acked_count", "counter", "Deliveries acked", perQueue((q) => q.counters.acked));
   out.metric("kitten_mq_queue_messages_nacked_count", "counter", "Deliveries nacked (requeued by the client)", perQueue((q) => q.counters.nacked));
 
-  const depths = queues.map((q) => [q.name, q.depth()] as const);
-  out.metric(
-    "kitten_mq_queue_depth",
-    "gauge",
-    "Copies in a queue by state: ready (to deliver), inflight (unacked), delayed (nacked with a delay), waiting (no recipient yet)",
-    depths.flatMap(([queue, depth]) =>
-      (["ready", "inflight", "delayed", "waiting"] as const).map((state): Sample => [{ queue, state }, depth[state]])
-    ),
-  );
-  const handlers = queues.map((q) => [q.name, handlersInfo(q)] as const);
-  out.metric("kitten_mq_queue_consumers", "gauge", "Consumer registrations on a queue", handlers.map(([queue, list]) => [
-    { queue },
-    list.filter((h) => h.kind === "consume").length,
-  ]));
-  out.metric("kitten_mq_queue_listeners", "gauge", "Listening client ids on a queue", handlers.map(([queue, list]) => [
-    { queue },
-    new Set(list.filter((h) => h.kind === "listen").map((h) => h.group)).size,
-  ]));
+  writeQueueShape(out, queues, "kitten_mq_queue_depth");
   return out.toString();
 }

@@ -7,7 +7,7 @@ export { Broker, type BrokerOptions } from "./broker.ts";
 export { RESTART_KEY_PATHS } from "./config/restart_keys.ts";
 export { defaultConfig, isLoopbackHost, loadConfigFile, parseConfig, securityWarnings, type Config, type ConfigProblem } from "./config/config.ts";
 export type { Queue } from "./queue/queue.ts";
-export { type CopyInfo, depthById, type HandlerInfo, handlersInfo, message, messages } from "./queue/view.ts";
+export { type CopyInfo, depthById, handlerCounts, type HandlerInfo, handlersInfo, message, messages } from "./queue/view.ts";
 export type { Session } from "./session.ts";
 export type { Peer } from "./peer.ts";
 export { Logger, memoryLogger } from "./log.ts";

@@ -6,6 +6,17 @@ import type { Copy, DeliverySink, Message } from "./message.ts";
 import type { Queue } from "./queue.ts";
 
 /** The registered handlers, earliest registrant first. */
+/** Consumer registrations of a queue, and the client ids listening to it. */
+export function handlerCounts(queue: Queue): { consumers: number; listeners: number } {
+  let consumers = 0;
+  const listeners = new Set<string>();
+  for (const handler of queue.handlers()) {
+    if (handler.kind === "consume") consumers++;
+    else listeners.add(handler.groupKey);
+  }
+  return { consumers, listeners: listeners.size };
+}
+
 export function handlersInfo(queue: Queue): HandlerInfo[] {
   return queue.handlers().map((handler) => ({
     kind: handler.kind,
