@@ -31,6 +31,8 @@ export const OP = {
   SYNCED: 53,
   REPL_ACK: 54,
   IN_SYNC: 55,
+  RESUME: 56,
+  CONFIRMED: 57,
   // broker → client
   CHALLENGE: 3,
   WELCOME: 4,

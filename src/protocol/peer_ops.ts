@@ -1,8 +1,9 @@
 /**
  * Operations between brokers (peer links). A slave connects to the master like a client, with
  * `hello.peer` set and its own key pair, then asks for the replication stream with SYNC. The
- * master answers with a snapshot of every message it holds (APPEND…), a SYNCED marker, then the
- * live stream: APPEND for each message it accepts and REMOVE for each message settled. The slave
+ * master answers, when it still holds the slave's position (SYNC's `position`), with RESUME and
+ * the entries the slave lacks; otherwise with a snapshot of every message it holds (APPEND…) and
+ * a SYNCED marker; then the live stream: APPEND for each message it accepts and REMOVE for each message settled. The slave
  * acknowledges with REPL_ACK once everything up to a sequence number is stored per its
  * durability. IN_SYNC tells the slave whether the master counts it as an in-sync replica.
  *
@@ -15,8 +16,28 @@ import type { OP } from "./ops.ts";
 /** Where a dead-lettered message came from: the same map DELIVER carries. */
 export type PeerDeadLetter = DeadLetterInfo;
 
-/** [SYNC, ref, {epoch}]: the slave's highest known epoch. */
-export type SyncOp = [typeof OP.SYNC, number, { epoch: number }];
+/**
+ * [SYNC, ref, {epoch, position?}]: the slave's highest known epoch, and where its log stands
+ * (absent: it holds no position, a snapshot is what it needs).
+ */
+export type SyncOp = [typeof OP.SYNC, number, { epoch: number; position?: PeerPosition }];
+/** A slave's place in the replication log (cluster/history.ts). */
+export interface PeerPosition {
+  /** `[epoch, first index]` pairs of the history it holds, oldest first. */
+  history: [number, number][];
+  /** The last index it holds. */
+  index: number;
+  /** The lowest index it can go back to. */
+  floor: number;
+}
+/**
+ * [RESUME, seq, {from, to, history}]: the slave catches up from a position: it drops what it
+ * holds after `from` (where the two histories part), takes `history` as its own, and the entries
+ * `from + 1 … to` follow, then the live stream. `seq` is `from`.
+ */
+export type ResumeOp = [typeof OP.RESUME, number, { from: number; to: number; history: [number, number][] }];
+/** [CONFIRMED, index]: every in-sync replica holds the log up to `index` (removals up to it may be applied). */
+export type ConfirmedOp = [typeof OP.CONFIRMED, number];
 /** [APPEND, seq, messageId, queue, destination, body, created, deliveries, deadLetter or null] */
 export type AppendOp = [
   typeof OP.APPEND,
@@ -31,8 +52,11 @@ export type AppendOp = [
 ];
 /** [REMOVE, seq, [messageId, …]]: messages whose every copy the master settled. */
 export type RemoveOp = [typeof OP.REMOVE, number, string[]];
-/** [SYNCED, seq, {messages}]: the snapshot is complete (it held `messages` messages). */
-export type SyncedOp = [typeof OP.SYNCED, number, { messages: number }];
+/**
+ * [SYNCED, seq, {messages, history?}]: the snapshot is complete (it held `messages` messages);
+ * `history` is the master's epoch table, which the slave takes as its own.
+ */
+export type SyncedOp = [typeof OP.SYNCED, number, { messages: number; history?: [number, number][] }];
 /** [REPL_ACK, seq]: everything up to `seq` is stored on the slave. */
 export type ReplAckOp = [typeof OP.REPL_ACK, number];
 /** [IN_SYNC, {inSync, epoch}]: whether the master counts this slave as an in-sync replica. */
@@ -48,11 +72,40 @@ function isUint(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
 }
 
+/** The most epochs a history may list. */
+const MAX_HISTORY = 1_000;
+
+function isHistory(value: unknown): value is [number, number][] {
+  return Array.isArray(value) && value.length <= MAX_HISTORY &&
+    value.every((pair) => Array.isArray(pair) && pair.length === 2 && isUint(pair[0]) && isUint(pair[1]));
+}
+
 export function checkSync(v: unknown[]): SyncOp {
-  const info = v[2] as { epoch?: unknown } | undefined;
+  const info = v[2] as { epoch?: unknown; position?: unknown } | undefined;
   if (!isUint(v[1])) throw bad("sync", "ref must be an unsigned integer");
   if (typeof info !== "object" || info === null || !isUint(info.epoch)) throw bad("sync", "expected {epoch}");
+  const position = info.position as { history?: unknown; index?: unknown; floor?: unknown } | null | undefined;
+  if (position !== undefined && position !== null) {
+    if (typeof position !== "object" || !isHistory(position.history) || !isUint(position.index) || !isUint(position.floor)) {
+      throw bad("sync", `position must be {history: [[epoch, index]…] (at most ${MAX_HISTORY}), index, floor}`);
+    }
+    if (position.floor > position.index) throw bad("sync", "position.floor must not exceed position.index");
+  }
   return v as SyncOp;
+}
+
+export function checkResume(v: unknown[]): ResumeOp {
+  const info = v[2] as { from?: unknown; to?: unknown; history?: unknown } | undefined;
+  if (!isUint(v[1]) || typeof info !== "object" || info === null || !isUint(info.from) || !isUint(info.to) ||
+    !isHistory(info.history) || info.to < info.from) {
+    throw bad("resume", "expected [seq, {from, to, history}] with from <= to");
+  }
+  return v as ResumeOp;
+}
+
+export function checkConfirmed(v: unknown[]): ConfirmedOp {
+  if (!isUint(v[1])) throw bad("confirmed", "index must be an unsigned integer");
+  return v as ConfirmedOp;
 }
 
 export function checkAppend(v: unknown[]): AppendOp {
@@ -78,10 +131,11 @@ export function checkRemove(v: unknown[]): RemoveOp {
 }
 
 export function checkSynced(v: unknown[]): SyncedOp {
-  const info = v[2] as { messages?: unknown } | undefined;
+  const info = v[2] as { messages?: unknown; history?: unknown } | undefined;
   if (!isUint(v[1]) || typeof info !== "object" || info === null || !isUint(info.messages)) {
     throw bad("synced", "expected [seq, {messages}]");
   }
+  if (info.history !== undefined && !isHistory(info.history)) throw bad("synced", "history must be [[epoch, index]…]");
   return v as SyncedOp;
 }
 

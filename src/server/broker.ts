@@ -366,11 +366,19 @@ export class Broker {
     // Replicas store it while this broker does: the two commits overlap.
     const index = master ? this.cluster.replication.append(message) : 0;
     const stored = this.#intake.store(queue, message);
+    if (index > 0) this.#noteCommitted(index, stored);
     const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
     if (replicated === undefined) return stored;
     // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
     replicated.catch(() => {});
     return stored === undefined ? replicated : stored.then(() => replicated);
+  }
+
+  /** The log may be resumed from `index` after a restart once this broker's own store holds it. */
+  #noteCommitted(index: number, stored: void | Promise<void>): void {
+    const positions = this.cluster.positions;
+    if (stored === undefined) positions.committedIndex = Math.max(positions.committedIndex, index);
+    else stored.then(() => (positions.committedIndex = Math.max(positions.committedIndex, index)), () => {});
   }
 
   /**

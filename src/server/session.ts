@@ -325,13 +325,13 @@ export class Session implements Peer {
     this.#broker.fence(epoch, master, this.clientId);
   }
 
-  /** A peer asks for the replication stream: a snapshot of what this master holds, then the live log. */
+  /** A peer asks for the replication stream: what it lacks from its position (or a snapshot), then the live log. */
   #handleSync(value: unknown[]): void {
-    const [, ref, { epoch }] = checkSync(value);
+    const [, ref, { epoch, position }] = checkSync(value);
     if (!this.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${this.clientId}": it did not connect as a peer`);
     this.#confirm(ref);
     this.#replica ??= this.#replicaLink();
-    this.#broker.cluster.attachReplica(this.#replica, epoch);
+    this.#broker.cluster.attachReplica(this.#replica, epoch, position);
   }
 
   #handleReplAck(value: unknown[]): void {

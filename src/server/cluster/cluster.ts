@@ -11,12 +11,13 @@
  * master among in-sync brokers and issues the epoch.
  */
 import { KittenError, parseHost } from "../../protocol/mod.ts";
-import type { AppendOp } from "../../protocol/peer_ops.ts";
+import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/queue.ts";
 import type { Store } from "../store/store.ts";
 import { Mirror } from "./mirror.ts";
+import { LogPositions } from "./log_positions.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
 import type { ReplicaLink, Snapshot } from "./replica.ts";
 import { Upstream, type UpstreamStatus } from "./upstream.ts";
@@ -68,6 +69,8 @@ export class Cluster {
   readonly mirror: Mirror;
   readonly replication: Replication;
   readonly upstream: Upstream;
+  /** Where this broker's replication log stands: its epochs, its newest entries, what is on disk. */
+  readonly positions: LogPositions;
   #seenEpoch = 0;
   #election: Election | null = null;
   /** The election module loading (etcd3 is loaded only by brokers that use it: it takes ~300 ms). */
@@ -81,6 +84,8 @@ export class Cluster {
     this.epoch = this.#storedEpoch("epoch");
     this.#seenEpoch = this.#storedEpoch("seenEpoch");
     const log = (level: "info" | "warn" | "error", message: string) => host.log[level]("cluster", message);
+    this.positions = new LogPositions(host.store, log);
+    const { history, tail } = this.positions;
     this.replication = new Replication({
       minInSyncReplicas: () => host.config.cluster.minInSyncReplicas,
       maxLagMs: () => host.config.cluster.maxLagMs,
@@ -89,6 +94,9 @@ export class Cluster {
       log,
       self: () => host.config.serviceId,
       publishIsr: (members) => this.#election?.publishIsr(members),
+      history,
+      tail,
+      keepsLog: () => host.config.cluster.peers.length > 0,
     });
     const cluster = this;
     this.upstream = new Upstream({
@@ -110,26 +118,39 @@ export class Cluster {
       epoch: () => Math.max(this.epoch, this.#seenEpoch),
       sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
       append: (op, generation) => host.acceptReplica(op, generation),
-      remove: (ids) => {
-        let paged = false;
-        for (const id of ids) {
-          if (this.mirror.removed(id)) continue;
-          // Usually settled here already: the client copies its acks to the slaves, ahead of the
-          // master's removal. Only a message still on its way to memory waits for it.
-          const where = host.whereIs(id);
-          if (where === null) continue;
-          this.mirror.removeLater(id);
-          paged ||= where === "paged";
-        }
-        if (paged) host.removalsWaiting();
-      },
-      synced: (generation, before) => {
+      remove: (ids) => this.#drop(ids),
+      synced: (generation, before, index, epochs) => {
         const dropped = this.mirror.reconcile(generation, before);
         if (dropped > 0) log("info", `dropped ${dropped} messages the master no longer holds`);
+        this.positions.restart(index, epochs ?? []);
       },
+      position: () => this.positions.position(),
+      resumed: (from, epochs) => {
+        const undone = this.positions.resume(from, epochs);
+        if (undone.length === 0) return;
+        this.#drop(undone);
+        log("info", `went back to index ${from}: dropped ${undone.length} messages the master does not hold`);
+      },
+      retain: (index, frame, appended) => tail.push(index, frame, appended),
+      stored: (index) => this.positions.stored(index),
       nextSeq: () => host.nextSeq(),
       log,
     });
+  }
+
+  /** Drops messages the master removed (or does not hold): from memory, or when they reach it. */
+  #drop(ids: string[]): void {
+    let paged = false;
+    for (const id of ids) {
+      if (this.mirror.removed(id)) continue;
+      // Usually settled here already: the client copies its acks to the slaves, ahead of the
+      // master's removal. Only a message still on its way to memory waits for it.
+      const where = this.host.whereIs(id);
+      if (where === null) continue;
+      this.mirror.removeLater(id);
+      paged ||= where === "paged";
+    }
+    if (paged) this.host.removalsWaiting();
   }
 
   get automatic(): boolean {
@@ -149,6 +170,7 @@ export class Cluster {
   /** Starts the roles' machinery: a slave's link to its master, or the election. */
   start(): void {
     if (!this.isMaster) this.mirror.start();
+    else this.replication.begin(this.epoch, this.positions.lastIndex);
     if (this.automatic) {
       if (this.host.config.isMaster) {
         this.host.log.warn("cluster", "isMaster is ignored: cluster.etcd elects the master");
@@ -232,8 +254,11 @@ export class Cluster {
   }
 
   #becameMaster(why: string): void {
+    this.upstream.applyRemovals();
     this.upstream.stop();
     this.mirror.stop();
+    this.replication.begin(this.epoch, this.positions.lastIndex);
+    this.positions.save(this.replication.index);
     this.host.log.info("cluster", `${why};epoch=${this.epoch};delivering every message not acked`);
     this.host.announceRole();
   }
@@ -247,7 +272,7 @@ export class Cluster {
   }
 
   /** A peer asked for the replication stream. */
-  attachReplica(link: ReplicaLink, peerEpoch: number): void {
+  attachReplica(link: ReplicaLink, peerEpoch: number, position: PeerPosition | undefined): void {
     if (!this.isMaster) {
       throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": this broker is not master`);
     }
@@ -255,7 +280,7 @@ export class Cluster {
     if (!this.isMaster) {
       throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": a newer master exists`);
     }
-    this.replication.attach(link, this.host.snapshot());
+    this.replication.attach(link, position, () => this.host.snapshot());
   }
 
   /** True for a serviceId listed in `cluster.peers`. */
@@ -264,7 +289,11 @@ export class Cluster {
   }
 
   tick(): void {
-    if (this.isMaster) this.replication.tick();
+    if (this.isMaster) {
+      this.replication.tick();
+      // What a restart may go on from: the log every in-sync replica holds (see LogPositions).
+      this.positions.saveSoon(Math.min(this.replication.highWater, this.positions.committedIndex), this.host.now());
+    } else this.positions.saveSoon(this.positions.storedIndex, this.host.now());
   }
 
   status(): ClusterStatus {

@@ -33,6 +33,20 @@ export interface Snapshot {
   readonly entries: Iterator<SnapshotEntry>;
 }
 
+/**
+ * What a replica is sent before the live stream: from its position (RESUME and the entries it
+ * lacks) or, when the master no longer holds that position, a snapshot (APPEND… and SYNCED).
+ */
+export interface CatchUp {
+  readonly kind: "position" | "snapshot";
+  /** The framed entries still to write, the marker included. */
+  readonly frames: Iterator<Uint8Array>;
+  /** How many frames it holds (an estimate while paged rows are read), the marker included. */
+  readonly count: number;
+  /** The log index the replica holds everything up to once it acknowledged it. */
+  readonly index: number;
+}
+
 /** What a replica writes to: the peer's session (a fake in tests). */
 export interface ReplicaLink {
   /** The peer broker's serviceId. */
@@ -49,8 +63,8 @@ export interface ReplicaLink {
 const WRITE_WINDOW = 1 << 20;
 /** Lag samples kept per replica: 4,096 × 5 ms covers 20 s of silence at full detail. */
 const MAX_SAMPLES = 4_096;
-/** Snapshot messages encoded per pump step: the event loop keeps serving clients meanwhile. */
-const SNAPSHOT_STEP = 2_000;
+/** Catch-up frames written per pump step: the event loop keeps serving clients meanwhile. */
+const CATCH_UP_STEP = 2_000;
 
 export type ReplicaState = "catching-up" | "in-sync" | "lagging";
 
@@ -58,14 +72,20 @@ export class Replica {
   state: ReplicaState = "catching-up";
   /** Highest log index the replica says it stored (everything up to it). */
   acked = -1;
-  /** Log index of the snapshot: acknowledging it means the snapshot is stored. */
+  /** Log index of the catch-up: acknowledging it means the replica holds what it was sent. */
   readonly snapshotIndex: number;
+  /** From a position or from a snapshot. */
+  readonly catchUp: "position" | "snapshot";
   /** Highest log index queued to this replica. */
   queuedIndex: number;
-  /** The snapshot still to encode (null once its SYNCED marker is written). */
-  #snapshot: Iterator<SnapshotEntry> | null;
-  #snapshotSent = 0;
-  readonly #snapshotTotal: number;
+  /** Bytes written to the link since it attached: the catch-up's, then the live stream's. */
+  bytesSent = 0;
+  /** Bytes of the catch-up alone (final once it is written). */
+  catchUpBytes = 0;
+  /** The catch-up still to write (null once its marker is written). */
+  #catchUp: Iterator<Uint8Array> | null;
+  #catchUpSent = 0;
+  readonly #catchUpTotal: number;
   /** Encoded live entries waiting for the socket. */
   readonly #outbox = new Deque<Uint8Array>();
   #outboxBytes = 0;
@@ -75,17 +95,17 @@ export class Replica {
 
   constructor(
     readonly link: ReplicaLink,
-    snapshot: Snapshot,
-    snapshotIndex: number,
+    catchUp: CatchUp,
     /** Bytes of live entries a replica may have queued before it is cut off. */
     readonly maxQueuedBytes: number,
     now: number,
   ) {
-    this.#snapshot = snapshot.entries;
-    this.#snapshotTotal = snapshot.count;
-    this.snapshotIndex = snapshotIndex;
-    this.queuedIndex = snapshotIndex;
-    this.#lastSample = [snapshotIndex, now];
+    this.#catchUp = catchUp.frames;
+    this.#catchUpTotal = catchUp.count;
+    this.catchUp = catchUp.kind;
+    this.snapshotIndex = catchUp.index;
+    this.queuedIndex = catchUp.index;
+    this.#lastSample = [catchUp.index, now];
     this.#queuedAt.push(this.#lastSample);
   }
 
@@ -93,14 +113,19 @@ export class Replica {
     return this.link.peerId;
   }
 
-  /** Snapshot messages not written yet (an estimate while paged rows are read), plus the SYNCED marker. */
+  /** Catch-up frames not written yet (an estimate while paged rows are read), at least 1 until the marker is. */
   get snapshotLeft(): number {
-    return this.#snapshot === null ? 0 : Math.max(0, this.#snapshotTotal - this.#snapshotSent) + 1;
+    return this.#catchUp === null ? 0 : Math.max(1, this.#catchUpTotal - this.#catchUpSent);
   }
 
-  /** Nothing waits for its socket: no snapshot left, no live entry queued. */
+  /** Nothing waits for its socket: no catch-up left, no live entry queued. */
   get idle(): boolean {
-    return this.#snapshot === null && this.#outbox.length === 0;
+    return this.#catchUp === null && this.#outbox.length === 0;
+  }
+
+  /** Bytes of live entries waiting for its socket. */
+  get queuedBytes(): number {
+    return this.#outboxBytes;
   }
 
   /** Log entries queued to it and not acknowledged yet. */
@@ -143,29 +168,50 @@ export class Replica {
     while (this.#queuedAt.length > 0 && this.#queuedAt.peek()![0] <= index) this.#queuedAt.shift();
   }
 
-  /** Writes what the socket can take: the rest of the snapshot first, then live entries. */
+  /** Writes what the socket can take: the rest of the catch-up first, then live entries. */
   pump(): void {
     const link = this.link;
-    while (this.#snapshot !== null && link.backlogBytes < WRITE_WINDOW) {
-      const snapshot = this.#snapshot;
+    while (this.#catchUp !== null && link.backlogBytes < WRITE_WINDOW) {
+      const frames = this.#catchUp;
       let step = 0;
-      let next = snapshot.next();
-      for (; !next.done; next = snapshot.next()) {
-        link.pushFramed(appendFrame(this.snapshotIndex, next.value));
-        this.#snapshotSent++;
-        if (++step === SNAPSHOT_STEP) break;
+      let next = frames.next();
+      for (; !next.done; next = frames.next()) {
+        link.pushFramed(next.value);
+        this.#catchUpSent++;
+        this.bytesSent += next.value.length;
+        if (++step === CATCH_UP_STEP) break;
       }
       if (!next.done) continue;
-      link.pushFramed(frame(encode([OP.SYNCED, this.snapshotIndex, { messages: this.#snapshotSent }])));
-      this.#snapshot = null; // what it held is the queues' and the store's to free now
+      this.catchUpBytes = this.bytesSent;
+      this.#catchUp = null; // what it held is the queues' and the store's to free now
     }
-    if (this.#snapshot !== null) return;
+    if (this.#catchUp !== null) return;
     while (link.backlogBytes < WRITE_WINDOW && this.#outbox.length > 0) {
       const bytes = this.#outbox.shift()!;
       this.#outboxBytes -= bytes.length;
+      this.bytesSent += bytes.length;
       link.pushFramed(bytes);
     }
   }
+}
+
+/** A snapshot as catch-up frames: every message numbered `index`, then SYNCED with the master's history. */
+export function snapshotCatchUp(snapshot: Snapshot, index: number, history: [number, number][]): CatchUp {
+  function* frames(): Generator<Uint8Array> {
+    let messages = 0;
+    for (let next = snapshot.entries.next(); !next.done; next = snapshot.entries.next()) {
+      messages++;
+      yield appendFrame(index, next.value);
+    }
+    yield frame(encode([OP.SYNCED, index, { messages, history }]));
+  }
+  return { kind: "snapshot", frames: frames(), count: snapshot.count + 1, index };
+}
+
+/** A catch-up from a position: RESUME (go back to `from`), then the retained entries after it. */
+export function positionCatchUp(from: number, to: number, entries: Uint8Array[], history: [number, number][]): CatchUp {
+  const resume = frame(encode([OP.RESUME, from, { from, to, history }]));
+  return { kind: "position", frames: [resume, ...entries][Symbol.iterator](), count: entries.length + 1, index: to };
 }
 
 /** The APPEND frame of a message, with its log index. */

@@ -11,7 +11,18 @@
 import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
 import { Deque } from "../internal/deque.ts";
 import type { Message } from "../queue/message.ts";
-import { appendFrame, removeFrame, Replica, type ReplicaLink, type Snapshot } from "./replica.ts";
+import type { PeerPosition } from "../../protocol/peer_ops.ts";
+import { commonPrefix, type EpochHistory } from "./history.ts";
+import type { LogTail } from "./log_tail.ts";
+import {
+  appendFrame,
+  positionCatchUp,
+  removeFrame,
+  Replica,
+  type ReplicaLink,
+  type Snapshot,
+  snapshotCatchUp,
+} from "./replica.ts";
 
 export interface ReplicationOptions {
   minInSyncReplicas: () => number;
@@ -28,6 +39,12 @@ export interface ReplicationOptions {
   self: () => string;
   /** Bytes of live entries a replica may have waiting before its link is cut (default 256 MiB). */
   maxQueuedBytes?: number;
+  /** The epochs of the log this broker holds (shared with its slave side, upstream.ts). */
+  history: EpochHistory;
+  /** The newest entries of that log (shared with its slave side). */
+  tail: LogTail;
+  /** True when the log is kept even with no replica attached (cluster.peers is set). */
+  keepsLog: () => boolean;
 }
 
 export interface ReplicaStatus {
@@ -37,10 +54,19 @@ export interface ReplicaStatus {
   lagEntries: number;
   lagMs: number;
   snapshotLeft: number;
+  /** How it caught up: from its position, or from a snapshot. */
+  catchUp: "position" | "snapshot";
+  /** Bytes of log entries queued to it and not acknowledged yet. */
+  lagBytes: number;
+  /** Bytes written to it since it attached, and those of its catch-up alone. */
+  bytesSent: number;
+  catchUpBytes: number;
 }
 
 /** Bytes of live entries a replica may have waiting before its link is cut (it then catches up afresh). */
 const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
+/** How often, at most, the confirmed index is told while it moves (ms). */
+const CONFIRMED_EVERY_MS = 5;
 
 interface Waiter {
   index: number;
@@ -64,6 +90,12 @@ export class Replication {
   #waiting = 0;
   /** The last recording failed: tick() tries again, and nothing is confirmed until it succeeds. */
   #publishFailed = false;
+  /** The confirmed index last told to the replicas (CONFIRMED). */
+  #toldConfirmed = -1;
+  #toldAt = 0;
+  /** Full snapshots sent since this broker started, and catch-ups from a position. */
+  snapshotsSent = 0;
+  positionCatchUps = 0;
 
   constructor(readonly options: ReplicationOptions) {}
 
@@ -71,23 +103,83 @@ export class Replication {
     return this.#index;
   }
 
+  /**
+   * This broker becomes master in `epoch`: its log goes on from the last index it holds, and the
+   * epoch's entries start after it.
+   */
+  begin(epoch: number, lastIndex: number): void {
+    this.#index = Math.max(lastIndex, this.options.tail.last);
+    if (this.options.tail.last !== this.#index) this.options.tail.reset(this.#index);
+    if (this.options.history.lastEpoch !== epoch) this.options.history.begin(epoch, this.#index + 1);
+    this.#toldConfirmed = -1;
+  }
+
+  /**
+   * The index every in-sync replica holds the log up to (this broker's own end when none is in
+   * sync). A slave applies removals only up to it: then whichever in-sync slave is elected next
+   * holds every removal a slave applied, and going back to where two logs part never has to bring
+   * back a removed message.
+   */
+  get highWater(): number {
+    let upTo = this.#index;
+    for (const replica of this.#replicas.values()) if (replica.state === "in-sync") upTo = Math.min(upTo, replica.acked);
+    return upTo;
+  }
+
   get replicaCount(): number {
     return this.#replicas.size;
   }
 
-  /** A slave asked for the stream: it gets `snapshot` (every message held), then the live log. */
-  attach(link: ReplicaLink, snapshot: Snapshot): void {
+  /**
+   * A slave asked for the stream: it gets the entries after where its log and this one part when
+   * this master still holds them (its `position`), else `snapshot()` (every message held); then
+   * the live log.
+   */
+  attach(link: ReplicaLink, position: PeerPosition | undefined, snapshot: () => Snapshot): void {
     for (const [other, replica] of this.#replicas) {
       // A slave that reconnects before its old link timed out: the old one is finished.
       if (replica.id === link.peerId) this.detach(other);
     }
     this.#flushRemovals();
     const bound = this.options.maxQueuedBytes ?? MAX_QUEUED_BYTES;
-    const replica = new Replica(link, snapshot, this.#index, bound, this.options.now());
+    const { history, tail } = this.options;
+    const plan = this.#plan(position);
+    let replica: Replica;
+    if (typeof plan === "number") {
+      const entries = tail.framesAfter(plan);
+      replica = new Replica(link, positionCatchUp(plan, this.#index, entries, history.epochs), bound, this.options.now());
+      this.positionCatchUps++;
+      this.options.log(
+        "info",
+        `peer=${link.peerId};catching up from index ${plan};entries=${entries.length};bytes=${tail.bytesAfter(plan)};index=${this.#index}`,
+      );
+    } else {
+      const taken = snapshot();
+      replica = new Replica(link, snapshotCatchUp(taken, this.#index, history.epochs), bound, this.options.now());
+      this.snapshotsSent++;
+      this.options.log("info", `peer=${link.peerId};catching up;snapshot=${taken.count} messages;index=${this.#index};because ${plan}`);
+    }
     this.#replicas.set(link, replica);
-    this.options.log("info", `peer=${link.peerId};catching up;snapshot=${snapshot.count} messages;index=${this.#index}`);
     replica.pump();
     if (!replica.idle) this.#waiting++;
+  }
+
+  /** Where a slave at `position` catches up from: the index its log goes back to, or why it needs a snapshot. */
+  #plan(position: PeerPosition | undefined): number | string {
+    if (position === undefined) return "it holds no position (a new store, a memory-only broker, or an older version)";
+    const { history, tail } = this.options;
+    const from = commonPrefix(history, this.#index, position.history, position.index);
+    if (from === null) {
+      return `its history (epochs ${position.history.map(([epoch]) => epoch).join(", ") || "none"}) shares no epoch with this master's`;
+    }
+    if (from < position.floor) {
+      return `it holds entries up to index ${position.index} that this master does not have after index ${from}, ` +
+        `and can go back to index ${position.floor} only`;
+    }
+    if (!tail.holdsAfter(from)) {
+      return `this master keeps the log after index ${tail.base} only, and the slave is at index ${from}`;
+    }
+    return from;
   }
 
   /** The link closed. */
@@ -119,22 +211,24 @@ export class Replication {
 
   /** Streams a message the master accepts. Returns its log index (0 when nobody listens). */
   append(message: Message): number {
-    if (this.#replicas.size === 0) return 0;
+    if (this.#replicas.size === 0 && !this.options.keepsLog()) return 0;
     this.#flushRemovals();
     const index = ++this.#index;
     const bytes = appendFrame(index, message);
+    this.options.tail.push(index, bytes, message.id);
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;
       replica.pump();
       if (!replica.idle) this.#waiting++;
     }
-    return index;
+    // With no replica in sync nobody waits for one: the index is confirmed as it is written.
+    return this.#replicas.size === 0 ? 0 : index;
   }
 
   /** A message left the master (every copy settled, or its store refused it): slaves drop it too. */
   remove(messageId: string): void {
-    if (this.#replicas.size === 0) return;
+    if (this.#replicas.size === 0 && !this.options.keepsLog()) return;
     this.#removals.push(messageId);
     if (this.#removals.length >= 1000) this.#flushRemovals();
   }
@@ -180,6 +274,7 @@ export class Replication {
    * frames of many ids.
    */
   flush(): void {
+    this.#tellConfirmed(false);
     if (this.#waiting === 0) return;
     this.#waiting = 0;
     for (const replica of this.#replicas.values()) {
@@ -214,8 +309,27 @@ export class Replication {
     }
     if (changed) this.#isrChanged();
     this.#flushRemovals();
+    this.#tellConfirmed(true);
     this.#waiting++; // a replica whose socket drained without an event is looked at once per tick
     this.flush();
+  }
+
+  /**
+   * Tells the replicas how far the in-sync set holds the log (they apply removals up to there):
+   * at most every few milliseconds while it moves, and at every tick.
+   */
+  #tellConfirmed(force: boolean): void {
+    if (this.#replicas.size === 0) return;
+    const upTo = this.highWater;
+    if (upTo === this.#toldConfirmed) return;
+    const now = this.options.now();
+    if (!force && now - this.#toldAt < CONFIRMED_EVERY_MS) return;
+    this.#toldConfirmed = upTo;
+    this.#toldAt = now;
+    const bytes = frame(encode([OP.CONFIRMED, upTo]));
+    for (const replica of this.#replicas.values()) {
+      replica.link.pushFramed(bytes);
+    }
   }
 
   inSyncCount(): number {
@@ -240,6 +354,10 @@ export class Replication {
       lagEntries: replica.lagEntries,
       lagMs: replica.lagMs(now),
       snapshotLeft: replica.snapshotLeft,
+      catchUp: replica.catchUp,
+      lagBytes: replica.lagEntries === 0 ? 0 : Math.max(replica.queuedBytes, this.options.tail.bytesAfter(Math.max(replica.acked, replica.snapshotIndex))),
+      bytesSent: replica.bytesSent,
+      catchUpBytes: replica.catchUpBytes,
     }));
   }
 
@@ -255,9 +373,10 @@ export class Replication {
     if (this.#removals.length === 0) return;
     const ids = this.#removals;
     this.#removals = [];
-    if (this.#replicas.size === 0) return;
+    if (this.#replicas.size === 0 && !this.options.keepsLog()) return;
     const index = ++this.#index;
     const bytes = removeFrame(index, ids);
+    this.options.tail.push(index, bytes, null);
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;

@@ -11,8 +11,10 @@
 import { connect, type Socket } from "node:net";
 import {
   checkAppend,
+  checkConfirmed,
   checkInSync,
   checkRemove,
+  checkResume,
   checkSynced,
   type Challenge,
   decode,
@@ -29,7 +31,8 @@ import {
 } from "../../protocol/mod.ts";
 import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
-import type { AppendOp } from "../../protocol/peer_ops.ts";
+import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
+import { PendingRemovals } from "./pending_removals.ts";
 
 export type UpstreamState = "idle" | "searching" | "catching-up" | "in-sync" | "out-of-sync";
 
@@ -47,8 +50,19 @@ export interface UpstreamTarget {
   /** Stores a replicated message; a promise when its commit is pending. `generation` marks snapshot entries. */
   append(op: AppendOp, generation: number): void | Promise<void>;
   remove(ids: string[]): void;
-  /** The snapshot of `generation` is complete; messages that arrived before `before` and were not in it go. */
-  synced(generation: number, before: number): void;
+  /**
+   * The snapshot of `generation` is complete; messages that arrived before `before` and were not
+   * in it go. The log now stands at `index`, with the master's `history`.
+   */
+  synced(generation: number, before: number, index: number, history: [number, number][] | undefined): void;
+  /** Where this broker's log stands, sent with SYNC (undefined: it holds no position). */
+  position(): PeerPosition | undefined;
+  /** The master resumes this slave from `from`: what it holds after it goes, and `history` is the log's. */
+  resumed(from: number, history: [number, number][]): void;
+  /** A live entry of the log arrived (its frame as the master wrote it; the id it appends, if any). */
+  retain(index: number, frame: Uint8Array, appended: string | null): void;
+  /** Everything up to `index` is stored (acknowledged to the master). */
+  stored(index: number): void;
   /** The arrival seq the next accepted message will get. */
   nextSeq(): number;
   log(level: "info" | "warn" | "error", message: string): void;
@@ -63,6 +77,11 @@ export interface UpstreamStatus {
   snapshotTotal: number | null;
   /** The master's log index this slave last acknowledged. */
   ackedIndex: number;
+  /** How this link caught up: from this slave's position, or from a snapshot (null: not yet told). */
+  catchUp: "position" | "snapshot" | null;
+  /** The master's confirmed index last received, and the removals waiting for it. */
+  confirmedIndex: number;
+  removalsWaiting: number;
   /** Replicated entries received and not yet stored. */
   pending: number;
   since: number;
@@ -96,6 +115,9 @@ export class Upstream {
   #pendingCommits = 0;
   #pendingEntries = 0;
   #since = Date.now();
+  #catchUp: "position" | "snapshot" | null = null;
+  #confirmed = -1;
+  readonly #removals = new PendingRemovals();
 
   constructor(readonly target: UpstreamTarget) {}
 
@@ -107,6 +129,9 @@ export class Upstream {
       snapshotReceived: this.#snapshotReceived,
       snapshotTotal: this.#snapshotTotal,
       ackedIndex: this.#acked,
+      catchUp: this.#catchUp,
+      confirmedIndex: this.#confirmed,
+      removalsWaiting: this.#removals.size,
       pending: this.#pendingEntries,
       since: this.#since,
     };
@@ -139,6 +164,14 @@ export class Upstream {
     this.#running = true;
     this.#setState(this.state === "in-sync" ? "in-sync" : "searching");
     this.#dialNext();
+  }
+
+  /**
+   * This broker becomes master: every removal it received is part of the log it now leads, so it
+   * applies them all.
+   */
+  applyRemovals(): void {
+    this.#removals.applyUpTo(Number.MAX_SAFE_INTEGER, (ids) => this.target.remove(ids));
   }
 
   /** This broker became master (or stops): the link goes. Its in-sync state is kept for reporting. */
@@ -261,7 +294,7 @@ export class Upstream {
             this.#startStream(host, welcome, write);
             return true;
           } else if (phase === "stream") {
-            const seq = this.#apply(op, value, commits);
+            const seq = this.#apply(op, value, commits, data, start, end);
             if (seq > last) last = seq;
             return true;
           }
@@ -309,15 +342,19 @@ export class Upstream {
     this.#received = -1;
     this.#commits = Promise.resolve();
     this.#pendingCommits = 0;
+    this.#catchUp = null;
+    this.#confirmed = -1; // told anew by this master
     this.#syncStart = this.target.nextSeq();
     // In sync again only when the master says so: until then this is a catch-up.
     this.#setState("catching-up");
-    this.target.log("info", `peer=${host.label};master epoch ${welcome.epoch};catching up`);
-    write([OP.SYNC, 0, { epoch: this.target.epoch() }]);
+    const position = this.target.position();
+    const at = position ? `from index ${position.index}` : "with no position";
+    this.target.log("info", `peer=${host.label};master epoch ${welcome.epoch};catching up ${at}`);
+    write([OP.SYNC, 0, position ? { epoch: this.target.epoch(), position } : { epoch: this.target.epoch() }]);
   }
 
-  /** Applies one stream frame; returns its seq (-1 for frames without one). */
-  #apply(op: number, value: unknown[], commits: Promise<unknown>[]): number {
+  /** Applies one stream frame (its CBOR is `data[start, end)`); returns its seq (-1 for frames without one). */
+  #apply(op: number, value: unknown[], commits: Promise<unknown>[], data: Uint8Array, start: number, end: number): number {
     switch (op) {
       case OP.APPEND: {
         const append = checkAppend(value);
@@ -328,18 +365,40 @@ export class Upstream {
           commits.push(stored.finally(() => this.#pendingEntries--));
         }
         // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
-        return this.#synced ? append[1] : -1;
+        if (!this.#synced) return -1;
+        this.target.retain(append[1], frame(data.subarray(start, end)), append[2]);
+        return append[1];
       }
       case OP.REMOVE: {
         const [, seq, ids] = checkRemove(value);
-        this.target.remove(ids);
+        this.target.retain(seq, frame(data.subarray(start, end)), null);
+        this.#removals.add(seq, ids);
+        this.#removals.applyUpTo(this.#confirmed, (applied) => this.target.remove(applied));
+        return seq;
+      }
+      case OP.CONFIRMED: {
+        const [, index] = checkConfirmed(value);
+        if (index > this.#confirmed) this.#confirmed = index;
+        this.#removals.applyUpTo(index, (ids) => this.target.remove(ids));
+        return -1;
+      }
+      case OP.RESUME: {
+        const [, seq, { from, to, history }] = checkResume(value);
+        this.#catchUp = "position";
+        this.#synced = true;
+        this.#snapshotTotal = to - from;
+        this.#removals.dropAfter(from);
+        this.target.resumed(from, history);
+        this.target.log("info", `peer=${this.#master?.label};catching up from index ${from};${to - from} entries to receive`);
         return seq;
       }
       case OP.SYNCED: {
-        const [, seq, { messages }] = checkSynced(value);
+        const [, seq, { messages, history }] = checkSynced(value);
+        this.#catchUp = "snapshot";
         this.#snapshotTotal = messages;
         this.#synced = true;
-        this.target.synced(this.#generation, this.#syncStart);
+        this.#removals.clear(); // the snapshot holds what the master held: earlier removals are in it
+        this.target.synced(this.#generation, this.#syncStart, seq, history);
         return seq;
       }
       case OP.IN_SYNC: {
@@ -367,6 +426,7 @@ export class Upstream {
       // A commit of an earlier link that ends late acknowledges nothing on this one.
       if (generation !== this.#generation || seq <= this.#acked) return;
       this.#acked = seq;
+      this.target.stored(seq);
       write([OP.REPL_ACK, seq]);
     };
     if (commits.length === 0 && this.#pendingCommits === 0) return send();

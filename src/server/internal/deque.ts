@@ -35,6 +35,26 @@ export class Deque<T> {
     return this.#length === 0 ? undefined : this.#items[this.#head];
   }
 
+  /** The item `i` places from the oldest (undefined out of range). */
+  at(i: number): T | undefined {
+    return i < 0 || i >= this.#length ? undefined : this.#items[(this.#head + i) % this.#items.length];
+  }
+
+  /** The newest item (undefined when empty). */
+  last(): T | undefined {
+    return this.#length === 0 ? undefined : this.#items[(this.#head + this.#length - 1) % this.#items.length];
+  }
+
+  /** Removes and returns the newest item. */
+  pop(): T | undefined {
+    if (this.#length === 0) return undefined;
+    const at = (this.#head + this.#length - 1) % this.#items.length;
+    const item = this.#items[at];
+    this.#items[at] = undefined;
+    this.#length--;
+    return item;
+  }
+
   /**
    * Removes one item, keeping the order of the others. O(its distance from the head): meant for
    * items near the head (a slave drops messages in about the order the master acks them).
