@@ -8,113 +8,16 @@
 import { afterEach, expect, it } from "bun:test";
 import { join } from "node:path";
 import { Client, type KittenError } from "../../mod.ts";
-import { Cleanup, clientOptions, freePort, type Received, recorder, rejection, waitFor } from "../helpers/broker.ts";
-import { TempDirs } from "../helpers/temp_dir.ts";
-import { parseConfig } from "../../src/server/config/config.ts";
-import { type Logger, memoryLogger } from "../../src/server/log.ts";
-import { type BrokerServer, startBroker } from "../../src/server/server.ts";
-import type { Broker } from "../../src/server/broker.ts";
+import { clientOptions, type Received, recorder, rejection, waitFor } from "../helpers/broker.ts";
+import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
 import { renderMetrics } from "../../src/admin/metrics.ts";
 
-const cleanup = new Cleanup();
-const temps = new TempDirs();
-const running: Peer[] = [];
+const peers = new Peers();
+const { cleanup, temps } = peers;
+const cluster = (count: number, overrides: Record<string, unknown> = {}) => peers.cluster(count, overrides);
+const client = (hosts: string[]) => peers.client(hosts);
 
-afterEach(async () => {
-  await cleanup.run();
-  for (const peer of running.splice(0)) await peer.stop().catch(() => {});
-  temps.removeAll();
-});
-
-/** One broker of a cluster: a fixed port and folder, so a restart is the same broker coming back. */
-class Peer {
-  server: BrokerServer | null = null;
-  readonly logger: Logger & { lines: string[] } = memoryLogger();
-  peers: string[] = [];
-  constructor(
-    readonly name: string,
-    readonly port: number,
-    readonly dir: string,
-    public overrides: Record<string, unknown>,
-  ) {}
-
-  get host(): string {
-    return `127.0.0.1:${this.port}@${this.name}`;
-  }
-
-  config(extra: Record<string, unknown> = {}) {
-    const overrides = { ...this.overrides, ...extra };
-    return parseConfig({
-      serviceId: this.name,
-      isManagementInterface: false,
-      registeredClientsPath: join(this.dir, "clients"),
-      dataDirectory: join(this.dir, "data"),
-      keysDirectory: join(this.dir, "keys"),
-      durability: "fsync",
-      prefetch: 1000,
-      maxItemsInQueue: 1_000_000,
-      ...overrides,
-      cluster: { peers: this.peers, ...(overrides.cluster as object | undefined) },
-      socketServer: { port: this.port, host: "127.0.0.1" },
-    });
-  }
-
-  start(): this {
-    this.server = startBroker(this.config(), { logger: this.logger });
-    if (!running.includes(this)) running.push(this);
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    await server?.stop();
-  }
-
-  get broker(): Broker {
-    if (!this.server) throw new Error(`${this.name} is not running`);
-    return this.server.broker;
-  }
-
-  /** Messages the broker holds for `queue`: in memory, and paged to its store beyond the memory budget. */
-  live(queue: string): number {
-    const held = this.broker.queues.get(queue);
-    return held ? held.live + held.backlog.count : 0;
-  }
-
-  get upstreamState(): string | undefined {
-    return this.broker.cluster.status().upstream?.state;
-  }
-}
-
-/** Brokers that list each other as peers; the first is master. */
-async function cluster(count: number, overrides: Record<string, unknown> = {}): Promise<Peer[]> {
-  const root = temps.make("kitten-replication-");
-  const peers: Peer[] = [];
-  for (let i = 0; i < count; i++) {
-    peers.push(new Peer(`b${i}`, await freePort(), join(root, `b${i}`), { ...overrides, isMaster: i === 0 }));
-  }
-  for (const peer of peers) peer.peers = peers.filter((other) => other !== peer).map((other) => other.host);
-  return peers;
-}
-
-async function client(hosts: string[]): Promise<{ mq: Client; errors: KittenError[] }> {
-  const mq = new Client();
-  const errors: KittenError[] = [];
-  mq.on("error", (error: KittenError) => errors.push(error));
-  cleanup.add(mq);
-  await mq.connect(clientOptions({ host: hosts[0]! }, { hosts, reconnectDelayMs: 10, maxReconnectDelayMs: 50 }));
-  return { mq, errors };
-}
-
-const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
-
-async function sendAll(mq: Client, channel: string, from: number, to: number): Promise<void> {
-  const batch = 2_000;
-  for (let start = from; start < to; start += batch) {
-    await Promise.all(range(start, Math.min(to, start + batch)).map((n) => mq.send(channel, { n })));
-  }
-}
+afterEach(() => peers.teardown());
 
 it("replication: a slave started after 25,000 confirmed sends (more than a client replays) catches up from the master, then serves them all after promotion", async () => {
   const [master, slave] = await cluster(2);
@@ -264,7 +167,7 @@ it("replication: a slave catches up a backlog the master keeps on disk (paged), 
   expect(held(slave!)).toBe(5_000);
   expect(slave!.broker.queues.get("paged/v1")!.backlog.count).toBeGreaterThan(4_000); // paged there too
 
-  // A restart catches up again from a full snapshot: what the slave holds on disk is not stored twice.
+  // A restart catches up again: what the slave holds on disk is not stored twice.
   await slave!.stop();
   slave!.start();
   await waitFor(() => slave!.upstreamState === "in-sync", 20_000, "slave in sync again");
@@ -299,7 +202,7 @@ it("replication: peers are pinned apart from clients: a client named like a peer
   await slave!.stop();
 
   // Another broker calling itself b1, with another key pair.
-  const impostor = new Peer("b1", slave!.port, join(temps.make("kitten-impostor-"), "b1"), { isMaster: false });
+  const impostor = peers.peer("b1", slave!.port, join(temps.make("kitten-impostor-"), "b1"), { isMaster: false });
   impostor.peers = [master!.host];
   impostor.start();
   await waitFor(() => impostor.logger.lines.some((line) => line.includes("KEY_MISMATCH")), 10_000, "the impostor refused");

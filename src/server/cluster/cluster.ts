@@ -182,6 +182,8 @@ export class Cluster {
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    // A restart goes on from here (a kill -9 from the last periodic save).
+    this.positions.save(this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex);
     this.upstream.stop();
     this.replication.reset("the broker is stopping");
     await this.#electionLoading;

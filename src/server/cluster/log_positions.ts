@@ -51,7 +51,7 @@ export class LogPositions {
    * (what its tail holds). Undefined with no history: a store of an earlier version, or a new one.
    */
   position(): PeerPosition | undefined {
-    if (this.history.lastEpoch === 0 && this.history.epochs.length === 0) return undefined;
+    if (this.history.epochs.length === 0) return undefined;
     if (this.tail.length === 0 && this.storedIndex < 0) return undefined;
     const index = this.tail.length > 0 ? this.tail.last : Math.max(this.storedIndex, this.tail.last);
     return { history: this.history.epochs, index, floor: Math.min(this.tail.base, index) };

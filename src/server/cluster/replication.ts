@@ -110,7 +110,8 @@ export class Replication {
   begin(epoch: number, lastIndex: number): void {
     this.#index = Math.max(lastIndex, this.options.tail.last);
     if (this.options.tail.last !== this.#index) this.options.tail.reset(this.#index);
-    if (this.options.history.lastEpoch !== epoch) this.options.history.begin(epoch, this.#index + 1);
+    const history = this.options.history;
+    if (history.epochs.length === 0 || history.lastEpoch !== epoch) history.begin(epoch, this.#index + 1);
     this.#toldConfirmed = -1;
   }
 

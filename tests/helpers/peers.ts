@@ -1,0 +1,122 @@
+/**
+ * Brokers of one cluster, in this process, that know each other through `cluster.peers` (each
+ * with its own serviceId, port, folder and key pair), for the replication and catch-up tests.
+ */
+import { join } from "node:path";
+import { Client, type KittenError } from "../../mod.ts";
+import { Cleanup, clientOptions, freePort } from "./broker.ts";
+import { TempDirs } from "./temp_dir.ts";
+import { parseConfig } from "../../src/server/config/config.ts";
+import { type Logger, memoryLogger } from "../../src/server/log.ts";
+import { type BrokerServer, startBroker } from "../../src/server/server.ts";
+import type { Broker } from "../../src/server/broker.ts";
+
+/** What one test file starts: brokers, clients and folders, all gone at `teardown()`. */
+export class Peers {
+  readonly cleanup = new Cleanup();
+  readonly temps = new TempDirs();
+  readonly running: Peer[] = [];
+
+  async teardown(): Promise<void> {
+    await this.cleanup.run();
+    for (const peer of this.running.splice(0)) await peer.stop().catch(() => {});
+    this.temps.removeAll();
+  }
+
+  /** One broker, not started. */
+  peer(name: string, port: number, dir: string, overrides: Record<string, unknown>): Peer {
+    return new Peer(this.running, name, port, dir, overrides);
+  }
+
+  /** Brokers that list each other as peers; the first is master. */
+  async cluster(count: number, overrides: Record<string, unknown> = {}): Promise<Peer[]> {
+    const root = this.temps.make("kitten-replication-");
+    const peers: Peer[] = [];
+    for (let i = 0; i < count; i++) {
+      peers.push(this.peer(`b${i}`, await freePort(), join(root, `b${i}`), { ...overrides, isMaster: i === 0 }));
+    }
+    for (const peer of peers) peer.peers = peers.filter((other) => other !== peer).map((other) => other.host);
+    return peers;
+  }
+
+  async client(hosts: string[]): Promise<{ mq: Client; errors: KittenError[] }> {
+    const mq = new Client();
+    const errors: KittenError[] = [];
+    mq.on("error", (error: KittenError) => errors.push(error));
+    this.cleanup.add(mq);
+    await mq.connect(clientOptions({ host: hosts[0]! }, { hosts, reconnectDelayMs: 10, maxReconnectDelayMs: 50 }));
+    return { mq, errors };
+  }
+}
+
+/** One broker of a cluster: a fixed port and folder, so a restart is the same broker coming back. */
+export class Peer {
+  server: BrokerServer | null = null;
+  readonly logger: Logger & { lines: string[] } = memoryLogger();
+  peers: string[] = [];
+  constructor(
+    readonly running: Peer[],
+    readonly name: string,
+    readonly port: number,
+    readonly dir: string,
+    public overrides: Record<string, unknown>,
+  ) {}
+
+  get host(): string {
+    return `127.0.0.1:${this.port}@${this.name}`;
+  }
+
+  config(extra: Record<string, unknown> = {}) {
+    const overrides = { ...this.overrides, ...extra };
+    return parseConfig({
+      serviceId: this.name,
+      isManagementInterface: false,
+      registeredClientsPath: join(this.dir, "clients"),
+      dataDirectory: join(this.dir, "data"),
+      keysDirectory: join(this.dir, "keys"),
+      durability: "fsync",
+      prefetch: 1000,
+      maxItemsInQueue: 1_000_000,
+      ...overrides,
+      cluster: { peers: this.peers, ...(overrides.cluster as object | undefined) },
+      socketServer: { port: this.port, host: "127.0.0.1" },
+    });
+  }
+
+  start(): this {
+    this.server = startBroker(this.config(), { logger: this.logger });
+    if (!this.running.includes(this)) this.running.push(this);
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = null;
+    await server?.stop();
+  }
+
+  get broker(): Broker {
+    if (!this.server) throw new Error(`${this.name} is not running`);
+    return this.server.broker;
+  }
+
+  /** Messages the broker holds for `queue`: in memory, and paged to its store beyond the memory budget. */
+  live(queue: string): number {
+    const held = this.broker.queues.get(queue);
+    return held ? held.live + held.backlog.count : 0;
+  }
+
+  get upstreamState(): string | undefined {
+    return this.broker.cluster.status().upstream?.state;
+  }
+}
+
+
+export const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+export async function sendAll(mq: Client, channel: string, from: number, to: number): Promise<void> {
+  const batch = 2_000;
+  for (let start = from; start < to; start += batch) {
+    await Promise.all(range(start, Math.min(to, start + batch)).map((n) => mq.send(channel, { n })));
+  }
+}
