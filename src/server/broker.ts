@@ -350,7 +350,12 @@ export class Broker {
     // A resend of an accepted message is confirmed before anything is paid for it (its format
     // was checked the first time); one being committed is confirmed with that commit.
     const resent = this.#intake.resent(messageId);
-    if (resent !== false) return resent === true ? undefined : resent;
+    if (resent !== false) {
+      if (resent === true && this.isMaster && this.#intake.isUnlogged(messageId)) {
+        return this.#intake.streamResend(channelName, this.#intake.create(messageId, queue, destination, body, this.now()));
+      }
+      return resent === true ? undefined : resent;
+    }
     if (schema) body = conform(schema, channelName, queue.name, body);
     const held = queue.held;
     if (held >= queue.settings.maxMessagesPerQueue) {
@@ -365,20 +370,14 @@ export class Broker {
     const message = this.#intake.create(messageId, queue, destination, body, this.now());
     // Replicas store it while this broker does: the two commits overlap.
     const index = master ? this.cluster.replication.append(message) : 0;
+    if (!master) this.#intake.noteUnlogged(messageId);
     const stored = this.#intake.store(queue, message);
-    if (index > 0) this.#noteCommitted(index, stored);
+    if (index > 0) this.cluster.positions.noteCommitted(index, stored);
     const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
     if (replicated === undefined) return stored;
     // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
     replicated.catch(() => {});
     return stored === undefined ? replicated : stored.then(() => replicated);
-  }
-
-  /** The log may be resumed from `index` after a restart once this broker's own store holds it. */
-  #noteCommitted(index: number, stored: void | Promise<void>): void {
-    const positions = this.cluster.positions;
-    if (stored === undefined) positions.committedIndex = Math.max(positions.committedIndex, index);
-    else stored.then(() => (positions.committedIndex = Math.max(positions.committedIndex, index)), () => {});
   }
 
   /**

@@ -9,6 +9,7 @@ import { copyBytes } from "../protocol/bytes.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import type { Mirror } from "./cluster/mirror.ts";
 import { RecentIds } from "./dedup.ts";
+import { RecentMap } from "../protocol/recent.ts";
 import type { Logger } from "./log.ts";
 import { Message } from "./queue/message.ts";
 import type { Pager } from "./queue/pager.ts";
@@ -28,14 +29,58 @@ export interface IntakeHost {
   pager(): Pager | null;
 }
 
+/** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
+const UNLOGGED = 100_000;
+
 export class Intake {
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
   readonly #recentIds = new RecentIds();
   /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
   readonly #storing = new Map<string, Message>();
   #seq = 0;
+  /**
+   * Messages a client sent to this broker while it was a slave and that no master streamed to it
+   * yet (the master died first, or refused them): not in the log, so no other broker may hold
+   * them. As master, a resend of one is streamed before it is confirmed.
+   */
+  readonly #unlogged = new RecentMap<string, true>(UNLOGGED);
 
   constructor(readonly host: IntakeHost) {}
+
+  /** A client's send accepted by this slave: unlogged until its master streams it. */
+  noteUnlogged(messageId: string): void {
+    this.#unlogged.set(messageId, true);
+  }
+
+  /**
+   * True for a message this broker holds that never came through the log: a resend of it must
+   * be streamed to the replicas before it is confirmed.
+   */
+  isUnlogged(messageId: string): boolean {
+    return this.#unlogged.size > 0 && this.#unlogged.has(messageId);
+  }
+
+  /**
+   * A resend of a message this master holds from its time as a slave, which no log entry carries
+   * (`message` is the resend, not queued): it is streamed now (replicas that hold it already keep
+   * their copy) and confirmed once the in-sync replicas have it, so a confirmed message is never
+   * on this broker alone.
+   */
+  streamResend(channelName: string, message: Message): void | Promise<void> {
+    const replication = this.host.cluster.replication;
+    replication.checkReplicas(channelName); // refused: it stays unlogged, for the next resend
+    this.logged(message.id);
+    const replicated = replication.waitFor(replication.append(message), channelName);
+    return replicated?.catch((error) => {
+      this.noteUnlogged(message.id);
+      throw error;
+    });
+  }
+
+  /** The message is in the log now. */
+  logged(messageId: string): void {
+    this.#unlogged.delete(messageId);
+  }
 
   /** The next arrival number (dead letters take theirs here too). */
   nextSeq(): number {
@@ -177,6 +222,7 @@ export class Intake {
    */
   replica(op: AppendOp, generation: number): void | Promise<void> {
     const [, , id, queueName, destination, body, created, deliveries, deadLetter] = op;
+    if (this.#unlogged.size > 0) this.logged(id);
     const mirror = this.host.cluster.mirror;
     const held = mirror.get(id);
     if (held) {

@@ -6,6 +6,8 @@
  */
 import { afterEach, expect, it } from "bun:test";
 import { waitFor } from "../helpers/broker.ts";
+import { dial, hello } from "../helpers/wire.ts";
+import { encode, OP } from "../../src/protocol/mod.ts";
 import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
 
 const peers = new Peers();
@@ -116,4 +118,29 @@ it("catch-up: a slave ahead of a newly promoted master goes back to where their 
   expect(b1!.live("ahead/v1")).toBe(1_000);
   expect(b2!.live("ahead/v1")).toBe(1_000);
   expect(b2!.logger.lines.some((line) => /went back to index \d+: dropped 200 messages the master does not hold/.test(line))).toBe(true);
+}, 30_000);
+
+it("catch-up: a message a slave got only from a client is streamed by it, once promoted, before its resend is confirmed", async () => {
+  const [b0, b1, b2] = await peers.cluster(3, { cluster: { minInSyncReplicas: 2 } });
+  for (const peer of [b0, b1, b2]) peer!.start();
+  await waitFor(() => inSyncWith(b0!, "b1") && inSyncWith(b0!, "b2"), 10_000, "both slaves in sync");
+  // A sender that reaches b1 alone: b1 holds the message, and no master ever streamed it.
+  const wire = await dial(b1!.port);
+  peers.cleanup.defer(() => wire.close());
+  await hello(wire, "lone-sender");
+  wire.send([OP.SEND, 1, "unlogged/v1/x", "m-unlogged", encode({ n: 1 })]);
+  await waitFor(() => b1!.live("unlogged/v1") === 1, 5_000, "b1 holds it");
+  expect(b2!.live("unlogged/v1")).toBe(0);
+
+  await b0!.stop();
+  b1!.broker.reload(b1!.config({ isMaster: true }));
+  await waitFor(() => inSyncWith(b1!, "b2"), 10_000, "b2 in sync with b1");
+  wire.send([OP.SEND, 2, "unlogged/v1/x", "m-unlogged", encode({ n: 1 })]); // the sender's resend, same id
+  let answer = await wire.expectAny([OP.OK, OP.ERROR]);
+  // The first send was answered by b1 as a slave ("slave": not a confirmation): wait for ref 2's.
+  while (answer[0] === OP.OK && !(answer[1] as number[]).includes(2)) answer = await wire.expectAny([OP.OK, OP.ERROR]);
+  expect(answer[0]).toBe(OP.OK);
+  expect(answer[2]).not.toBe("slave");
+  expect(b2!.live("unlogged/v1")).toBe(1); // confirmed only once the in-sync replica holds it too
+  expect(b1!.live("unlogged/v1")).toBe(1); // and b1 did not queue it twice
 }, 30_000);

@@ -44,13 +44,13 @@ export class EpochHistory {
   }
 
   /**
-   * `epoch` writes from `start` on. Entries a later table started at or after `start` are gone
-   * (the broker went back to `start - 1`), so their epochs go too.
+   * `epoch` writes from `start` on. Epochs that started after `start` are gone (the broker went
+   * back to `start - 1`), so they go too. An epoch that wrote nothing stays: a slave may name it.
    */
   begin(epoch: number, start: number): void {
     while (this.#epochs.length > 0) {
       const [lastEpoch, lastStart] = this.#epochs.at(-1)!;
-      if (lastEpoch < epoch && lastStart < start) break;
+      if (lastEpoch < epoch && lastStart <= start) break;
       this.#epochs.pop();
     }
     this.#epochs.push([epoch, start]);

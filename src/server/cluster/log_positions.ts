@@ -57,6 +57,12 @@ export class LogPositions {
     return { history: this.history.epochs, index, floor: Math.min(this.tail.base, index) };
   }
 
+  /** As a master: the append at `index` is safe in this broker's store once `stored` settles. */
+  noteCommitted(index: number, stored: void | Promise<void>): void {
+    if (stored === undefined) this.committedIndex = Math.max(this.committedIndex, index);
+    else stored.then(() => (this.committedIndex = Math.max(this.committedIndex, index)), () => {});
+  }
+
   /** The slave stored every entry up to `index`. */
   stored(index: number): void {
     if (index > this.storedIndex) this.storedIndex = index;
