@@ -67,7 +67,7 @@ export function renderMetrics(server: BrokerServer): string {
     [{}, stats.eventLoopLag],
   ]);
   writeProcessMetrics(out);
-  for (const gauge of stats.gauges.values()) out.metric(gauge.name, "gauge", gauge.help, gauge.read());
+  for (const gauge of stats.gauges.values()) out.metric(gauge.name, gauge.type ?? "gauge", gauge.help, gauge.read());
   return out.toString();
 }
 

@@ -8,6 +8,7 @@ import { afterEach, expect, it } from "bun:test";
 import { waitFor } from "../helpers/broker.ts";
 import { dial, hello } from "../helpers/wire.ts";
 import { encode, OP } from "../../src/protocol/mod.ts";
+import { renderMetrics } from "../../src/admin/metrics.ts";
 import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
 
 const peers = new Peers();
@@ -38,6 +39,13 @@ it("catch-up: a restarted slave gets only the entries it missed, from its positi
   expect(replica.catchUpBytes).toBeLessThan(300 * 400);
   expect(slave!.live("pos/v1")).toBe(5_300);
   expect(slave!.logger.lines.some((line) => /catching up from index \d+;300 entries to receive/.test(line))).toBe(true);
+  // Shown: GET /status (cluster.log, each replica's catch-up) and GET /metrics.
+  expect(master!.broker.cluster.status().log).toMatchObject({ positionCatchUps: 1, snapshotsSent: snapshotsBefore });
+  const metrics = renderMetrics(master!.server!);
+  expect(metrics).toContain("# TYPE kitten_mq_cluster_snapshots_sent_total counter");
+  expect(metrics).toContain("kitten_mq_cluster_position_catch_ups_total 1");
+  expect(metrics).toContain(`kitten_mq_cluster_replica_catch_up_bytes{peer="b1",from="position"} ${replica.catchUpBytes}`);
+  expect(metrics).toMatch(/kitten_mq_cluster_replica_lag_bytes\{peer="b1"\} \d+/);
 }, 30_000);
 
 it("catch-up: after a promotion, a slave that was in sync with the old master is in sync with the new one without a transfer", async () => {

@@ -28,9 +28,17 @@ function clusterLines(cluster: ClusterStatus): string[] {
     (cluster.role === "master" ? `  in sync: ${cluster.inSync.join(", ")}` : "") +
     (cluster.fencedBy ? `  FENCED by ${cluster.fencedBy.master} (epoch ${cluster.fencedBy.epoch})` : ""),
   ];
+  if (cluster.log) {
+    lines.push(
+      `  log index ${count(cluster.log.index)}  kept from ${count(cluster.log.retainedFrom)} (${count(cluster.log.retainedBytes)} bytes)` +
+        (cluster.role === "master" ? `  catch-ups from a position ${count(cluster.log.positionCatchUps)}, snapshots ${count(cluster.log.snapshotsSent)}` : ""),
+    );
+  }
   for (const r of cluster.replicas) {
     const snapshot = r.snapshotLeft > 0 ? `  snapshot left ${count(r.snapshotLeft)}` : "";
-    lines.push(`  replica ${r.peer}  ${r.state}  lag ${count(r.lagEntries)} entries / ${r.lagMs} ms${snapshot}`);
+    const caughtUp = r.catchUp === undefined ? "" : `  caught up from ${r.catchUp} (${count(r.catchUpBytes)} bytes)`;
+    const bytes = r.lagBytes === undefined ? "" : ` / ${count(r.lagBytes)} bytes`;
+    lines.push(`  replica ${r.peer}  ${r.state}  lag ${count(r.lagEntries)} entries${bytes} / ${r.lagMs} ms${snapshot}${caughtUp}`);
   }
   const up = cluster.upstream;
   if (up) {

@@ -60,6 +60,11 @@ export interface ClusterStatus {
   replicas: ReplicaStatus[];
   upstream: UpstreamStatus | null;
   leader: { id: string; epoch: number } | null;
+  /**
+   * The replication log here: its last index, the bytes of newest entries kept (what slaves
+   * catch up from), and, as master, the catch-ups served from a position and the full snapshots.
+   */
+  log: { index: number; retainedFrom: number; retainedBytes: number; positionCatchUps: number; snapshotsSent: number };
 }
 
 export class Cluster {
@@ -310,6 +315,13 @@ export class Cluster {
       replicas: this.isMaster ? this.replication.status() : [],
       upstream: this.isMaster || config.cluster.peers.length === 0 ? null : this.upstream.status(),
       leader: this.#election?.leader ?? null,
+      log: {
+        index: this.isMaster ? this.replication.index : this.positions.lastIndex,
+        retainedFrom: this.positions.tail.base + 1,
+        retainedBytes: this.positions.tail.bytes,
+        positionCatchUps: this.replication.positionCatchUps,
+        snapshotsSent: this.replication.snapshotsSent,
+      },
     };
   }
 

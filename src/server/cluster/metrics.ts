@@ -1,6 +1,7 @@
 /**
- * The cluster's gauges in GET /metrics: the epoch, the in-sync set, each replica's lag as the
- * master sees it, and a slave's link to its master. Registered once; read at each scrape.
+ * The cluster's gauges in GET /metrics: the epoch, the in-sync set, each replica's lag (entries,
+ * seconds, bytes) and catch-up as the master sees it, snapshots sent, the log, and a slave's link
+ * to its master. Registered once; read at each scrape.
  */
 import type { Stats } from "../stats/stats.ts";
 import type { Cluster } from "./cluster.ts";
@@ -35,6 +36,38 @@ export function registerClusterGauges(stats: Stats, cluster: Cluster): void {
     name: "kitten_mq_cluster_replica_lag_seconds",
     help: "On the master, per slave: age of the oldest replication entry it has not acknowledged",
     read: () => cluster.replication.status().map((r) => [{ peer: r.peer }, r.lagMs / 1000]),
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_replica_lag_bytes",
+    help: "On the master, per slave: bytes of replication entries sent and not yet acknowledged as stored",
+    read: () => cluster.replication.status().map((r) => [{ peer: r.peer }, r.lagBytes]),
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_replica_catch_up_bytes",
+    help: "On the master, per slave: bytes of its last catch-up; from=position (what it missed) or from=snapshot (all it holds)",
+    read: () => cluster.replication.status().map((r) => [{ peer: r.peer, from: r.catchUp }, r.catchUpBytes]),
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_snapshots_sent_total",
+    type: "counter",
+    help: "Full snapshots sent to slaves whose position this master no longer held (the reason is logged)",
+    read: () => [[{}, cluster.replication.snapshotsSent]],
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_position_catch_ups_total",
+    type: "counter",
+    help: "Slaves caught up from their position: sent only the entries they lacked",
+    read: () => [[{}, cluster.replication.positionCatchUps]],
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_log_index",
+    help: "The last index of the replication log this broker holds",
+    read: () => [[{}, cluster.isMaster ? cluster.replication.index : cluster.positions.lastIndex]],
+  });
+  stats.addGauge({
+    name: "kitten_mq_cluster_log_retained_bytes",
+    help: "Bytes of the newest replication entries kept in memory, from which slaves catch up",
+    read: () => [[{}, cluster.positions.tail.bytes]],
   });
   stats.addGauge({
     name: "kitten_mq_cluster_upstream_in_sync",

@@ -28,10 +28,12 @@ export interface BrokerCounters {
 /** Label values by name, and the sample's value. */
 export type GaugeSample = [labels: Record<string, string>, value: number];
 
-/** A gauge read at each scrape of /metrics. */
+/** A gauge (or a counter someone else keeps) read at each scrape of /metrics. */
 export interface Gauge {
-  /** `kitten_mq_…`, with its unit (`_seconds`, `_bytes`) when it has one. */
+  /** `kitten_mq_…`, with its unit (`_seconds`, `_bytes`) when it has one; `_total` for a counter. */
   name: string;
+  /** "gauge" unless said. */
+  type?: "gauge" | "counter";
   help: string;
   read(): GaugeSample[];
 }
