@@ -22,7 +22,7 @@
  * Options: --cycles N (10), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
  * 300..1200), --window N (sends awaiting confirmation, 200), --rate N (sends per second; default
  * 5,000 when messages pile up (--consume-at-end, --kill-publisher), unlimited otherwise),
- * --min-isr N (2), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
+ * --min-isr N (2), --backlog N (messages of 100 bytes sent first to a queue nobody consumes), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
  * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
  * (no consumer during the cycles: every message stays unacked, so each new master must hold
  * everything confirmed so far, including what was confirmed while it was down).
@@ -51,6 +51,7 @@ const { values } = parseArgs({
     "min-isr": { type: "string", default: "2" },
     "lease-ttl": { type: "string", default: "3" },
     "memory-budget": { type: "string" },
+    backlog: { type: "string", default: "0" },
     "no-peers": { type: "boolean", default: false },
     auto: { type: "boolean", default: false },
     "kill-publisher": { type: "boolean", default: false },
@@ -59,7 +60,17 @@ const { values } = parseArgs({
   },
 });
 
-type IntOption = "cycles" | "seed" | "min-run-ms" | "max-run-ms" | "window" | "rate" | "min-isr" | "lease-ttl" | "memory-budget";
+type IntOption =
+  | "cycles"
+  | "seed"
+  | "min-run-ms"
+  | "max-run-ms"
+  | "window"
+  | "rate"
+  | "min-isr"
+  | "lease-ttl"
+  | "memory-budget"
+  | "backlog";
 const int = (name: IntOption, min: number, fallback?: number): number => {
   const value = values[name] === undefined ? fallback : Number(values[name]);
   if (value === undefined || !Number.isSafeInteger(value) || value < min) {
@@ -84,6 +95,8 @@ const PEERS = !values["no-peers"];
 /** memoryBudgetBytes of the queue: small, most of the backlog is paged to the store. */
 const MEMORY_BUDGET = values["memory-budget"] === undefined ? null : int("memory-budget", 1024);
 const CHANNEL = "failover/v1";
+/** Messages of 100 bytes sent before the cycles to a queue nobody consumes: the depth each failover must not pay for. */
+const BACKLOG = int("backlog", 0);
 const random = mulberry32(SEED);
 if (AUTO && !PEERS) {
   console.error("failover: --auto needs cluster.peers (drop --no-peers)");
@@ -269,6 +282,18 @@ async function cycle(index: number, promoted: Node | null): Promise<Node> {
   return next;
 }
 
+/** The backlog, sent with confirms in batches before the cycles start. */
+async function fillBacklog(): Promise<void> {
+  const started = performance.now();
+  const body = { p: "x".repeat(88) };
+  for (let sent = 0; sent < BACKLOG;) {
+    const batch = Math.min(WINDOW * 2, BACKLOG - sent);
+    await Promise.all(Array.from({ length: batch }, (_, i) => publisher.send("failover-backlog/v1/x", { n: sent + i, ...body })));
+    sent += batch;
+  }
+  console.log(`backlog: ${BACKLOG} messages confirmed in ${((performance.now() - started) / 1000).toFixed(1)} s (nobody consumes them)`);
+}
+
 // ── the run ──────────────────────────────────────────────────────────────────────────────────
 
 async function main(): Promise<number> {
@@ -301,6 +326,7 @@ async function main(): Promise<number> {
   if (childPublisher) await childPublisher.start();
   else {
     await publisher.connect(clientOptions("failover-publisher"));
+    if (BACKLOG > 0) await fillBacklog();
     loop = publishLoop();
   }
 
