@@ -152,3 +152,18 @@ it("catch-up: a message a slave got only from a client is streamed by it, once p
   expect(b2!.live("unlogged/v1")).toBe(1); // confirmed only once the in-sync replica holds it too
   expect(b1!.live("unlogged/v1")).toBe(1); // and b1 did not queue it twice
 }, 30_000);
+
+it("catch-up: a master that has confirmed nothing yet saves the position it was elected at, not index 0", async () => {
+  const [b0, b1] = await peers.cluster(2, { cluster: { minInSyncReplicas: 2 } });
+  b0!.start();
+  b1!.start();
+  await waitFor(() => inSyncWith(b0!, "b1"), 10_000, "b1 in sync");
+  const { mq } = await peers.client([b0!.host]);
+  await sendAll(mq, "saved/v1/x", 0, 500);
+  await b0!.stop();
+  b1!.broker.reload(b1!.config({ isMaster: true })); // alone: with minInSyncReplicas 2 it confirms nothing
+  const index = b1!.broker.cluster.replication.index;
+  expect(index).toBeGreaterThanOrEqual(500);
+  b1!.broker.cluster.tick(); // the periodic save
+  expect(Number(b1!.broker.store!.meta("logIndex"))).toBe(index);
+}, 30_000);

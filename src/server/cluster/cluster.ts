@@ -175,7 +175,10 @@ export class Cluster {
   /** Starts the roles' machinery: a slave's link to its master, or the election. */
   start(): void {
     if (!this.isMaster) this.mirror.start();
-    else this.replication.begin(this.epoch, this.positions.lastIndex);
+    else {
+      this.replication.begin(this.epoch, this.positions.lastIndex);
+      this.positions.committedIndex = this.replication.index; // loaded from the store
+    }
     if (this.automatic) {
       if (this.host.config.isMaster) {
         this.host.log.warn("cluster", "isMaster is ignored: cluster.etcd elects the master");
@@ -265,6 +268,8 @@ export class Cluster {
     this.upstream.stop();
     this.mirror.stop();
     this.replication.begin(this.epoch, this.positions.lastIndex);
+    // What it held as a slave is stored: a restart goes on from there, not from 0.
+    this.positions.committedIndex = Math.max(this.positions.committedIndex, this.replication.index);
     this.positions.save(this.replication.index);
     this.host.log.info("cluster", `${why};epoch=${this.epoch};delivering every message not acked`);
     this.host.announceRole();
