@@ -6,7 +6,7 @@
 import { describe, expect, it } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type ErrorCode, ERRORS, isRetryable } from "../../src/protocol/errors.ts";
+import { type ErrorCode, ERRORS, isRetryable, shouldResend } from "../../src/protocol/errors.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const CODES = Object.keys(ERRORS) as ErrorCode[];
@@ -20,6 +20,14 @@ function documentedCodes(): Map<string, { fatal: boolean; retryable: boolean }> 
     rows.set(match[1]!, { fatal: match[2] === "yes", retryable: match[3] === "yes" });
   }
   return rows;
+}
+
+/** The codes listed under "Refusals a send rides through" in PROTOCOL.md. */
+function documentedResends(): string[] {
+  const text = readFileSync(join(ROOT, "PROTOCOL.md"), "utf8");
+  const start = text.indexOf("### Refusals a send rides through");
+  const section = text.slice(start, text.indexOf("\n### ", start + 1));
+  return [...section.matchAll(/^- `([A-Z_]+)`/gm)].map((match) => match[1]!);
 }
 
 function sourceFiles(dir: string): string[] {
@@ -38,6 +46,24 @@ describe("error catalogue", () => {
     // The client dials again after these fatal codes, and stops after a refusal.
     for (const code of ["BAD_FRAME", "FRAME_TOO_LARGE", "TOO_MANY_CONNECTIONS"] as const) expect(isRetryable(code)).toBe(true);
     for (const code of ["AUTH_FAILED", "KEY_MISMATCH", "BAD_PROTOCOL", "BAD_CLIENT_ID"] as const) expect(isRetryable(code)).toBe(false);
+  });
+
+  it("shouldResend() reads the resend flag: the refusals that waiting fixes, each also retryable", () => {
+    for (const code of CODES) {
+      expect(typeof ERRORS[code].resend).toBe("boolean");
+      expect(shouldResend(code)).toBe(ERRORS[code].resend);
+      if (shouldResend(code)) expect({ code, retryable: isRetryable(code) }).toEqual({ code, retryable: true });
+    }
+    const resent = CODES.filter(shouldResend).sort();
+    expect(resent).toEqual(["CONNECTION_LOST", "FENCED", "NOT_ENOUGH_REPLICAS", "NOT_MASTER", "STOPPING"]);
+    // Waiting does not fix these, or fixing them is the application's call: the send fails at once.
+    for (const code of ["BAD_FORMAT", "NOT_ALLOWED", "QUEUE_FULL", "DISK_FULL", "TIMEOUT", "CLOSED"] as const) {
+      expect(shouldResend(code)).toBe(false);
+    }
+  });
+
+  it("PROTOCOL.md lists the codes a send rides through, as the catalogue's resend flag says", () => {
+    expect(documentedResends().sort()).toEqual(CODES.filter(shouldResend).sort());
   });
 
   it("PROTOCOL.md lists every code once, with the catalogue's fatal and retryable", () => {
