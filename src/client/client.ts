@@ -5,23 +5,13 @@
  * the client, so nothing is lost across reconnects.
  */
 import { EventEmitter } from "node:events";
-import {
-  type Challenge,
-  encode,
-  FRAME_HEADER_SIZE,
-  FrameBatch,
-  isErrorCode,
-  KittenError,
-  OP,
-  parseChannel,
-  RecentMap,
-  writeSend,
-} from "../protocol/mod.ts";
+import { type Challenge, isErrorCode, KittenError, OP, RecentMap } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
 import { type HostStatus, MasterTracker } from "./masters.ts";
 import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
 import { Receiver } from "./receiver.ts";
+import { checkFrameSize, SendFrames } from "./send_frames.ts";
 import {
   type ChannelInput,
   type ConsumeHandler,
@@ -49,9 +39,6 @@ interface PendingRequest extends Pending {
 
 type Callback = (error: KittenError | null) => void;
 
-/** Encodes each SEND once; its bytes are then copied into every connection's batch. */
-const scratch = new FrameBatch(4096);
-
 /** How many confirmed sends the client keeps to bring a slave that was away up to date. */
 const CONFIRMED_WINDOW = 20_000;
 
@@ -68,7 +55,6 @@ export class Client extends EventEmitter {
   #connectWaiters: Pending[] = [];
   #nextRef = 1;
   #nextSub = 1;
-  readonly #idPrefix = randomPrefix();
   readonly #masters = new MasterTracker(() => this.#connections, {
     master: (host, epoch) => this.#tell("master", { host, epoch }),
     problem: (error) => this.#report(error),
@@ -81,9 +67,7 @@ export class Client extends EventEmitter {
   );
   /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
   readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
-  /** Channel names already checked: senders reuse a handful, checking each once is enough. */
-  readonly #validChannels = new Set<string>();
-  #idCounter = 0;
+  readonly #frames: SendFrames = new SendFrames();
   readonly #dial: Dial;
 
   constructor(dial: Dial = dialTcp) {
@@ -154,17 +138,7 @@ export class Client extends EventEmitter {
 
   #send(channel: string, data: unknown): Promise<void> {
     try {
-      if (typeof channel !== "string") {
-        throw new KittenError("BAD_CHANNEL", `Cannot send to ${String(channel)}: channel must be a string "endpoint/version/id"`);
-      }
-      if (!this.#validChannels.has(channel)) {
-        parseChannel(channel, "Cannot send to");
-        if (this.#validChannels.size >= 10_000) this.#validChannels.clear();
-        this.#validChannels.add(channel);
-      }
-      if (data === undefined || data === null) {
-        throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the message is ${data}`);
-      }
+      this.#frames.check(channel, data);
       const limit = (this.#options ?? defaultOptions()).maxPendingMessages;
       if (this.#sends.size >= limit) {
         throw new KittenError(
@@ -172,16 +146,9 @@ export class Client extends EventEmitter {
           `Cannot send to "${channel}": ${this.#sends.size} sends await confirmation (maxPendingMessages ${limit})`,
         );
       }
-      let body: Uint8Array;
-      try {
-        body = encode(data);
-      } catch (error) {
-        throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
-      }
       const ref = this.#nextRef++;
-      writeSend(scratch, ref, channel, this.#nextMessageId(), body);
-      const frame = scratch.take();
-      for (const connection of this.#connections) if (connection.isOpen) this.#checkSize(connection, channel, frame);
+      const frame = this.#frames.frame(ref, channel, data);
+      for (const connection of this.#connections) if (connection.isOpen) checkFrameSize(connection, channel, frame);
       return new Promise<void>((resolve, reject) => {
         this.#sends.set(ref, { channel, frame, resolve, reject });
         for (const connection of this.#connections) connection.sendFramed(frame);
@@ -301,7 +268,7 @@ export class Client extends EventEmitter {
     }
     for (const [ref, pending] of this.#sends) {
       try {
-        this.#checkSize(connection, pending.channel, pending.frame);
+        checkFrameSize(connection, pending.channel, pending.frame);
         connection.sendFramed(pending.frame);
       } catch (error) {
         this.#sends.delete(ref);
@@ -379,17 +346,6 @@ export class Client extends EventEmitter {
     entry.subscription.settle(error);
   }
 
-  /** A frame the broker would refuse would close the link and be resent forever: refuse it here. */
-  #checkSize(connection: HostConnection, channel: string, frame: Uint8Array): void {
-    const size = frame.length - FRAME_HEADER_SIZE;
-    if (size <= connection.maxFrameSize) return;
-    throw new KittenError(
-      "FRAME_TOO_LARGE",
-      `Cannot send to "${channel}": the message takes ${size} bytes, ` +
-        `more than the maxFrameSize ${connection.maxFrameSize} of "${connection.host.label}"`,
-    );
-  }
-
   /** Where each host stands: connected or not, its role and epoch, and which one is master. */
   status(): HostStatus[] {
     return this.#masters.status();
@@ -429,22 +385,10 @@ export class Client extends EventEmitter {
       console.error("kitten-mq: an 'error' listener threw while reporting", error, thrown);
     }
   }
-
-  #nextMessageId(): string {
-    return this.#idPrefix + (this.#idCounter++).toString(36);
-  }
 }
 
 function asError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
-}
-
-/** 12 random bytes, base64url: message ids are unique across clients without coordination. */
-function randomPrefix(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(12));
-  let text = "";
-  for (const byte of bytes) text += String.fromCharCode(byte);
-  return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
 }
 
 /** Creates a client (0.12's entry point: `require('kitten-mq').client()`). */

@@ -1,0 +1,64 @@
+/**
+ * What a send puts on the wire: its channel and message checked, the message encoded once, and a
+ * SEND frame with a message id unique across clients (a random prefix and a counter). The frame is
+ * copied to every broker and written again, unchanged, on every resend: a broker that already
+ * holds that id drops the duplicate.
+ */
+import { encode, FRAME_HEADER_SIZE, FrameBatch, KittenError, parseChannel, writeSend } from "../protocol/mod.ts";
+import type { HostConnection } from "./connection.ts";
+
+/** Encodes each SEND once; its bytes are then copied into every connection's batch. */
+const scratch = new FrameBatch(4096);
+
+export class SendFrames {
+  /** Channel names already checked: senders reuse a handful, checking each once is enough. */
+  readonly #validChannels = new Set<string>();
+  readonly #idPrefix = randomPrefix();
+  #idCounter = 0;
+
+  /** Throws the coded error a send of `data` to `channel` rejects with at once (BAD_CHANNEL, BAD_FORMAT). */
+  check(channel: unknown, data: unknown): asserts channel is string {
+    if (typeof channel !== "string") {
+      throw new KittenError("BAD_CHANNEL", `Cannot send to ${String(channel)}: channel must be a string "endpoint/version/id"`);
+    }
+    if (!this.#validChannels.has(channel)) {
+      parseChannel(channel, "Cannot send to");
+      if (this.#validChannels.size >= 10_000) this.#validChannels.clear();
+      this.#validChannels.add(channel);
+    }
+    if (data === undefined || data === null) {
+      throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the message is ${data}`);
+    }
+  }
+
+  /** The SEND frame (length prefix included) of `data` to `channel`, with a new message id. */
+  frame(ref: number, channel: string, data: unknown): Uint8Array {
+    let body: Uint8Array;
+    try {
+      body = encode(data);
+    } catch (error) {
+      throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
+    }
+    writeSend(scratch, ref, channel, this.#idPrefix + (this.#idCounter++).toString(36), body);
+    return scratch.take();
+  }
+}
+
+/** A frame the broker would refuse would close the link and be resent forever: refuse it here. */
+export function checkFrameSize(connection: HostConnection, channel: string, frame: Uint8Array): void {
+  const size = frame.length - FRAME_HEADER_SIZE;
+  if (size <= connection.maxFrameSize) return;
+  throw new KittenError(
+    "FRAME_TOO_LARGE",
+    `Cannot send to "${channel}": the message takes ${size} bytes, ` +
+      `more than the maxFrameSize ${connection.maxFrameSize} of "${connection.host.label}"`,
+  );
+}
+
+/** 12 random bytes, base64url: message ids are unique across clients without coordination. */
+function randomPrefix(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  let text = "";
+  for (const byte of bytes) text += String.fromCharCode(byte);
+  return btoa(text).replaceAll("+", "-").replaceAll("/", "_") + ".";
+}
