@@ -5,11 +5,12 @@
  * the client, so nothing is lost across reconnects.
  */
 import { EventEmitter } from "node:events";
-import { type Challenge, isErrorCode, KittenError, OP, RecentMap } from "../protocol/mod.ts";
+import { type Challenge, isErrorCode, KittenError, OP, RecentMap, shouldResend } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
 import { type HostStatus, MasterTracker } from "./masters.ts";
 import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
+import { type PendingSend, PendingSends } from "./pending_sends.ts";
 import { Receiver } from "./receiver.ts";
 import { checkFrameSize, SendFrames } from "./send_frames.ts";
 import {
@@ -27,12 +28,6 @@ interface Pending {
   reject(error: KittenError): void;
 }
 
-interface PendingSend extends Pending {
-  channel: string;
-  /** The whole SEND frame (length prefix included), encoded once and written to every broker. */
-  frame: Uint8Array;
-}
-
 interface PendingRequest extends Pending {
   op: unknown[];
 }
@@ -46,8 +41,14 @@ export class Client extends EventEmitter {
   #options: ClientOptions | null = null;
   #connections: HostConnection[] = [];
   readonly #subscriptions = new Map<number, Subscription>();
-  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection. */
-  readonly #sends = new Map<number, PendingSend>();
+  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection, resent after a refusal that waiting fixes. */
+  readonly #sends = new PendingSends({
+    write: (send) => {
+      for (const connection of this.#connections) connection.sendFramed(send.frame);
+    },
+    resend: (send) => this.#resend(send),
+    whyNoMaster: (channel) => this.#masters.whyNoMaster(channel),
+  });
   /** Unanswered addId/removeId/close requests by ref. */
   readonly #requests = new Map<number, PendingRequest>();
   /** Registration refs awaiting an answer, with the connection they went to. */
@@ -130,7 +131,10 @@ export class Client extends EventEmitter {
 
   /**
    * Sends `data` to `channel` (`endpoint/version/id`, or `endpoint/version/*` to broadcast).
-   * Resolves when the broker confirms; rejects with a KittenError carrying a `code`.
+   * Resolves when the master confirms; rejects with a KittenError carrying a `code`. A refusal
+   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING, no master or no broker reached) does not
+   * reject: the send goes again, with the same message id, until it is confirmed or
+   * `sendTimeoutMs` has passed since this call, and then rejects with TIMEOUT.
    */
   send(channel: string, data: unknown, callback?: Callback): Promise<void> {
     return withCallback(this.#send(channel, data), callback);
@@ -139,7 +143,7 @@ export class Client extends EventEmitter {
   #send(channel: string, data: unknown): Promise<void> {
     try {
       this.#frames.check(channel, data);
-      const limit = (this.#options ?? defaultOptions()).maxPendingMessages;
+      const { maxPendingMessages: limit, sendTimeoutMs } = this.#options ?? defaultOptions();
       if (this.#sends.size >= limit) {
         throw new KittenError(
           "QUEUE_FULL",
@@ -149,10 +153,7 @@ export class Client extends EventEmitter {
       const ref = this.#nextRef++;
       const frame = this.#frames.frame(ref, channel, data);
       for (const connection of this.#connections) if (connection.isOpen) checkFrameSize(connection, channel, frame);
-      return new Promise<void>((resolve, reject) => {
-        this.#sends.set(ref, { channel, frame, resolve, reject });
-        for (const connection of this.#connections) connection.sendFramed(frame);
-      });
+      return this.#sends.add(ref, channel, frame, sendTimeoutMs);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -168,10 +169,17 @@ export class Client extends EventEmitter {
     return this.#subscribe("consume", channel, handler, options);
   }
 
-  /** Closes every connection; unconfirmed sends and requests are rejected with CLOSED. */
+  /** Closes every connection; unconfirmed sends (those waiting for a resend too) and requests are rejected with CLOSED. */
   disconnect(callback?: Callback): Promise<void> {
     const wasConnected = this.isConnected();
-    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"));
+    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"), (send) =>
+      new KittenError(
+        "CLOSED",
+        `Cannot send to "${send.channel}": the client was disconnected before a broker confirmed it` +
+          (send.refusal ? `; it was last refused with ${send.refusal.code}` : ""),
+        undefined,
+        send.refusal ? { cause: send.refusal } : undefined,
+      ));
     if (wasConnected) this.#tell("disconnect");
     return withCallback(Promise.resolve(), callback);
   }
@@ -181,14 +189,12 @@ export class Client extends EventEmitter {
    * every send, request, registration and connect() still waiting is rejected with `error`, so
    * nothing waits for a connection that will not come. Subscriptions stay, for the next connect().
    */
-  #reset(error: KittenError): void {
+  #reset(error: KittenError, sendError: (send: PendingSend) => KittenError = () => error): void {
     for (const connection of this.#connections) connection.stop();
     this.#connections = [];
     this.#options = null;
-    for (const pending of [...this.#sends.values(), ...this.#requests.values(), ...this.#connectWaiters]) {
-      pending.reject(error);
-    }
-    this.#sends.clear();
+    this.#sends.rejectAll(sendError);
+    for (const pending of [...this.#requests.values(), ...this.#connectWaiters]) pending.reject(error);
     this.#requests.clear();
     this.#connectWaiters = [];
     for (const { subscription } of this.#registrations.values()) subscription.abandon(error);
@@ -266,13 +272,12 @@ export class Client extends EventEmitter {
       }
       connection.send(request.op);
     }
-    for (const [ref, pending] of this.#sends) {
+    for (const pending of this.#sends.values()) {
       try {
         checkFrameSize(connection, pending.channel, pending.frame);
         connection.sendFramed(pending.frame);
       } catch (error) {
-        this.#sends.delete(ref);
-        pending.reject(error as KittenError);
+        this.#sends.fail(pending, error as KittenError);
       }
     }
     for (const waiter of this.#connectWaiters) waiter.resolve();
@@ -322,28 +327,43 @@ export class Client extends EventEmitter {
     }
   }
 
-  /**
-   * Answers a request. A send is settled by the master only: a slave's "stored as slave" (or its
-   * error) does not say that the message will be delivered.
-   */
+  /** Answers a send, a request or a registration. */
   #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
     const send = this.#sends.get(ref);
-    // A stopping broker takes no new sends: the send stays pending, and is sent again to the
-    // broker that answers next (another host, or this one after its restart).
-    if (send && error?.code === "STOPPING") return;
-    if (send && fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, ref);
-    if (send && (fromSlave || !this.#masters.isMaster(connection))) return;
-    if (send && !error && this.#connections.length > 1) this.#confirmed.set(ref, send.frame);
-    const pending = send ?? this.#requests.get(ref);
-    if (pending) {
-      this.#sends.delete(ref);
+    if (send) return this.#settleSend(connection, send, error, fromSlave);
+    const request = this.#requests.get(ref);
+    if (request) {
       this.#requests.delete(ref);
-      return error ? pending.reject(error) : pending.resolve();
+      return error ? request.reject(error) : request.resolve();
     }
     const entry = this.#registrations.get(ref);
     if (!entry) return;
     this.#registrations.delete(ref);
     entry.subscription.settle(error);
+  }
+
+  /**
+   * A send is settled by the master only: a slave's "stored as slave" (or its error) does not say
+   * that the message will be delivered, nor does a fenced master's answer. The master's refusal
+   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING…) keeps the send, to be sent again; any other
+   * refusal rejects it.
+   */
+  #settleSend(connection: HostConnection, send: PendingSend, error: KittenError | null, fromSlave: boolean): void {
+    if (fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, send.ref);
+    if (fromSlave || !this.#masters.isMaster(connection)) return;
+    if (error && shouldResend(error.code)) return this.#sends.refused(send, error);
+    if (error) return this.#sends.fail(send, error);
+    if (this.#connections.length > 1) this.#confirmed.set(send.ref, send.frame);
+    this.#sends.confirm(send);
+  }
+
+  /**
+   * A refused send goes again to the master only: the slaves hold it already (or get it when they
+   * reconnect). With no master connected nothing is written: a new link, or a slave's promotion,
+   * gets every pending send at once.
+   */
+  #resend(send: PendingSend): void {
+    for (const connection of this.#connections) if (this.#masters.isMaster(connection)) connection.sendFramed(send.frame);
   }
 
   /** Where each host stands: connected or not, its role and epoch, and which one is master. */

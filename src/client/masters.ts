@@ -79,6 +79,31 @@ export class MasterTracker {
     }
   }
 
+  /**
+   * Why no broker can confirm a send to `channel` now, or null when a master this client follows
+   * is connected: no link is open (CONNECTION_LOST), the only master is fenced (FENCED), or every
+   * broker connected is a slave (NOT_MASTER). Each is a refusal that waiting fixes.
+   */
+  whyNoMaster(channel: string): KittenError | null {
+    const open = this.connections().filter((connection) => connection.isOpen);
+    if (open.some((connection) => this.isMaster(connection))) return null;
+    const action = `Cannot send to "${channel}"`;
+    if (open.length === 0) {
+      const away = this.connections().map((connection) => `"${connection.host.label}"`).join(", ");
+      return new KittenError("CONNECTION_LOST", `${action}: no broker is connected${away ? ` (${away} away)` : ""}`);
+    }
+    const fenced = open.find((connection) => connection.role === "master");
+    if (fenced) {
+      return new KittenError(
+        "FENCED",
+        `${action}: "${fenced.host.label}" claims master with epoch ${fenced.welcome!.epoch ?? 0}, below epoch ${this.#epoch} ` +
+          `of "${this.#label}", which is not connected`,
+      );
+    }
+    const slaves = open.map((connection) => `"${connection.host.label}"`).join(", ");
+    return new KittenError("NOT_MASTER", `${action}: no broker connected is master (${slaves} ${open.length === 1 ? "is a slave" : "are slaves"})`);
+  }
+
   /** FENCE carries the highest epoch: an old master stops delivering, a slave remembers it. */
   #tellEpoch(connection: HostConnection): void {
     connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#label ?? "" }]);

@@ -17,8 +17,14 @@ export interface ClientOptions {
   keysDirectory: string;
   /** Key files are `<keysDirectory>/<keysName>.pem` and `.pub`. */
   keysName: string;
-  /** Unconfirmed sends kept while brokers are away; past it, `send` fails with QUEUE_FULL. */
+  /** Unconfirmed sends kept while brokers are away or refuse for now; past it, `send` fails with QUEUE_FULL. */
   maxPendingMessages: number;
+  /**
+   * How long a send may wait for its confirmation, from the call: through reconnects and refusals
+   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING, no master), it is sent again until then;
+   * after it, `send` fails with TIMEOUT, naming the last refusal.
+   */
+  sendTimeoutMs: number;
   /** First reconnect delay; it grows ×1.5 per failed attempt, with jitter. */
   reconnectDelayMs: number;
   /** Largest reconnect delay. */
@@ -39,6 +45,7 @@ export function defaultOptions(): ClientOptions {
     keysDirectory: "keys",
     keysName: "client",
     maxPendingMessages: 10_000, // the bound 0.12's README documents
+    sendTimeoutMs: 60_000, // a failover (election, catch-up) takes seconds: a minute rides through it
     reconnectDelayMs: 100,
     maxReconnectDelayMs: 5_000,
     maxFrameSize: 64 * 1024 * 1024,
@@ -65,7 +72,7 @@ export function parseOptions(input: Partial<ClientOptions> | undefined): ClientO
   if (options.tls !== null && typeof options.tls !== "object") {
     throw new TypeError(`Cannot connect: "tls" must be an object ({ ca }) or null`);
   }
-  for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"] as const) {
+  for (const key of ["maxPendingMessages", "sendTimeoutMs", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"] as const) {
     const value = options[key];
     if (!Number.isSafeInteger(value) || value < 1) {
       throw new RangeError(`Cannot connect: "${key}" must be a positive integer: current value is ${value}`);

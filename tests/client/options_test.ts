@@ -14,6 +14,7 @@ describe("client options", () => {
       keysDirectory: "keys",
       keysName: "client",
       maxPendingMessages: 5,
+      sendTimeoutMs: 60_000,
       reconnectDelayMs: 100,
       maxReconnectDelayMs: 5_000,
       maxFrameSize: 64 * 1024 * 1024,
@@ -28,6 +29,7 @@ describe("client options", () => {
       keysDirectory: "keys",
       keysName: "client",
       maxPendingMessages: 10_000,
+      sendTimeoutMs: 60_000,
       reconnectDelayMs: 100,
       maxReconnectDelayMs: 5_000,
       maxFrameSize: 64 * 1024 * 1024,
@@ -71,7 +73,7 @@ describe("client options", () => {
     expect(() => parseOptions({ hosts: HOSTS, keysDirectory: "" })).toThrow(/"keysDirectory" must be a non-empty string/);
     expect(() => parseOptions({ hosts: HOSTS, keysName: "" })).toThrow(/"keysName" must be a non-empty string/);
     expect(() => parseOptions({ hosts: HOSTS, tls: "yes" as never })).toThrow(/"tls" must be an object/);
-    for (const key of ["maxPendingMessages", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"]) {
+    for (const key of ["maxPendingMessages", "sendTimeoutMs", "reconnectDelayMs", "maxReconnectDelayMs", "maxFrameSize", "handshakeTimeoutMs"]) {
       expect(() => parseOptions({ hosts: HOSTS, [key]: 0 })).toThrow(new RegExp(`"${key}" must be a positive integer`));
       expect(() => parseOptions({ hosts: HOSTS, [key]: 1.5 })).toThrow(RangeError);
       for (const value of [-1, NaN, Infinity, "5"]) {

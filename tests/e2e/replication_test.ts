@@ -7,7 +7,7 @@
  */
 import { afterEach, expect, it } from "bun:test";
 import { join } from "node:path";
-import { Client, type KittenError } from "../../mod.ts";
+import { Client, type ClientOptions, type KittenError } from "../../mod.ts";
 import { clientOptions, type Received, recorder, rejection, waitFor } from "../helpers/broker.ts";
 import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
 import { renderMetrics } from "../../src/admin/metrics.ts";
@@ -15,7 +15,7 @@ import { renderMetrics } from "../../src/admin/metrics.ts";
 const peers = new Peers();
 const { cleanup, temps } = peers;
 const cluster = (count: number, overrides: Record<string, unknown> = {}) => peers.cluster(count, overrides);
-const client = (hosts: string[]) => peers.client(hosts);
+const client = (hosts: string[], options: Partial<ClientOptions> = {}) => peers.client(hosts, options);
 
 afterEach(() => peers.teardown());
 
@@ -65,10 +65,12 @@ it("replication: a slave started after 25,000 confirmed sends (more than a clien
 it("replication: with minInSyncReplicas 2, a send is refused with NOT_ENOUGH_REPLICAS while the slave is away, and confirmed once it is in sync", async () => {
   const [master, slave] = await cluster(2, { cluster: { minInSyncReplicas: 2 } });
   master!.start();
-  const { mq } = await client([master!.host]);
+  // The client sends a refused send again until sendTimeoutMs: then TIMEOUT, caused by the refusal.
+  const { mq } = await client([master!.host], { sendTimeoutMs: 300 });
   const refused = await rejection(mq.send("isr/v1/x", { n: 1 }));
-  expect(refused.code).toBe("NOT_ENOUGH_REPLICAS");
-  expect(refused.message).toContain("1 of the 2 brokers");
+  expect(refused.code).toBe("TIMEOUT");
+  expect((refused.cause as KittenError).code).toBe("NOT_ENOUGH_REPLICAS");
+  expect((refused.cause as KittenError).message).toContain("1 of the 2 brokers");
   expect(master!.live("isr/v1")).toBe(0); // nothing was stored
 
   slave!.start();
@@ -80,7 +82,7 @@ it("replication: with minInSyncReplicas 2, a send is refused with NOT_ENOUGH_REP
 
   await slave!.stop();
   await waitFor(() => master!.broker.cluster.status().inSync.length === 1, 5_000, "slave out of sync");
-  expect((await rejection(mq.send("isr/v1/x", { n: 2 }))).code).toBe("NOT_ENOUGH_REPLICAS");
+  expect(((await rejection(mq.send("isr/v1/x", { n: 2 }))).cause as KittenError).code).toBe("NOT_ENOUGH_REPLICAS");
 }, 30_000);
 
 it("replication: a slave that never caught up refuses promotion with how far behind it is, unless forced", async () => {

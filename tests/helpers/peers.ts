@@ -3,7 +3,7 @@
  * with its own serviceId, port, folder and key pair), for the replication and catch-up tests.
  */
 import { join } from "node:path";
-import { Client, type KittenError } from "../../mod.ts";
+import { Client, type ClientOptions, type KittenError } from "../../mod.ts";
 import { Cleanup, clientOptions, freePort } from "./broker.ts";
 import { TempDirs } from "./temp_dir.ts";
 import { parseConfig } from "../../src/server/config/config.ts";
@@ -39,12 +39,12 @@ export class Peers {
     return peers;
   }
 
-  async client(hosts: string[]): Promise<{ mq: Client; errors: KittenError[] }> {
+  async client(hosts: string[], options: Partial<ClientOptions> = {}): Promise<{ mq: Client; errors: KittenError[] }> {
     const mq = new Client();
     const errors: KittenError[] = [];
     mq.on("error", (error: KittenError) => errors.push(error));
     this.cleanup.add(mq);
-    await mq.connect(clientOptions({ host: hosts[0]! }, { hosts, reconnectDelayMs: 10, maxReconnectDelayMs: 50 }));
+    await mq.connect(clientOptions({ host: hosts[0]! }, { hosts, reconnectDelayMs: 10, maxReconnectDelayMs: 50, ...options }));
     return { mq, errors };
   }
 }

@@ -1,0 +1,214 @@
+/**
+ * Sends ride through refusals that waiting fixes: the client keeps the send, writes it again with
+ * the same message id after a backoff, and settles it on the master's confirmation, a refusal
+ * waiting does not fix, or `sendTimeoutMs`. Over fake brokers (tests/helpers/fake_broker.ts): no
+ * sockets, and the tests wait for what the brokers read, not for time.
+ */
+import { afterEach, expect, it } from "bun:test";
+import { join } from "node:path";
+import { Client, type ClientOptions, type KittenError } from "../../mod.ts";
+import { rejection, waitFor } from "../helpers/broker.ts";
+import { FakeBroker, fakeDial, ok, refuse, slave } from "../helpers/fake_broker.ts";
+import { testKeysDirectory } from "../helpers/keys.ts";
+
+const clients: Client[] = [];
+afterEach(async () => {
+  for (const mq of clients.splice(0)) await mq.disconnect();
+});
+
+/** A client of `brokers`, connected to every one of them. */
+async function connected(brokers: FakeBroker[], options: Partial<ClientOptions> = {}): Promise<Client> {
+  const mq = new Client(fakeDial(brokers));
+  mq.on("error", () => {}); // FENCED and the like, reported along the way
+  clients.push(mq);
+  await mq.connect({
+    hosts: brokers.map((broker) => broker.host),
+    clientId: "send-retry-tester",
+    keysDirectory: testKeysDirectory,
+    reconnectDelayMs: 10,
+    maxReconnectDelayMs: 20,
+    ...options,
+  });
+  await waitFor(() => mq.status().every((host) => host.connected), 2000, "every fake broker connected");
+  return mq;
+}
+
+/** The gaps between the SENDs a broker read, in ms. */
+const gaps = (broker: FakeBroker) => broker.sends.slice(1).map((send, i) => send.at - broker.sends[i]!.at);
+
+it("send() sends a send refused with NOT_ENOUGH_REPLICAS again, with the same message id and a growing delay, and resolves once the master confirms it", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => (index < 3 ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  const mq = await connected([broker]);
+  await mq.send("retry/v1/1", { n: 1 });
+  expect(broker.sends.length).toBe(4);
+  expect(new Set(broker.messageIds).size).toBe(1);
+  expect(new Set(broker.sends.map((send) => send.ref)).size).toBe(1);
+  // 50 ms doubling, each delay between half its base and its base: never a tight loop.
+  const [first, second, third] = gaps(broker);
+  expect(first).toBeGreaterThanOrEqual(23);
+  expect(second).toBeGreaterThanOrEqual(48);
+  expect(third).toBeGreaterThanOrEqual(98);
+});
+
+it("send() sends a send refused with STOPPING again and resolves once it is confirmed", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => (index < 2 ? refuse("STOPPING") : ok())(send, index);
+  const mq = await connected([broker]);
+  await mq.send("retry/v1/2", 2);
+  expect(broker.sends.length).toBe(3);
+  expect(new Set(broker.messageIds).size).toBe(1);
+});
+
+it("send() holds back the sends made while refused ones wait, and writes them all in call order when the backoff ends", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => (index < 2 ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  const mq = await connected([broker]);
+  const first = mq.send("retry/v1/order", 0);
+  await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
+  const later = [mq.send("retry/v1/order", 1), mq.send("retry/v1/order", 2)];
+  await Promise.all([first, ...later]);
+  // Made during the backoff, the later sends were not refused in turn: they waited, and went out
+  // after the resend of the first (refused once more, then confirmed), in call order.
+  const a = broker.sends[0]!.messageId;
+  const [b, c] = broker.messageIds.slice(3);
+  expect(broker.messageIds).toEqual([a, a, a, b!, c!]);
+  expect(new Set([a, b, c]).size).toBe(3);
+});
+
+it("send() rejects at once a send refused with a code that waiting does not fix", async () => {
+  const broker = new FakeBroker(1001);
+  const mq = await connected([broker]);
+  for (const code of ["BAD_FORMAT", "NOT_ALLOWED", "QUEUE_FULL", "DISK_FULL", "STORE_UNAVAILABLE"] as const) {
+    broker.answer = refuse(code);
+    const before = broker.sends.length;
+    const error = await rejection(mq.send("retry/v1/3", 3));
+    expect({ code: error.code, sent: broker.sends.length - before }).toEqual({ code, sent: 1 });
+  }
+});
+
+it("send() rejects with TIMEOUT, naming the last refusal, a send still refused sendTimeoutMs after the call", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const mq = await connected([broker], { sendTimeoutMs: 300 });
+  const started = performance.now();
+  const error = await rejection(mq.send("retry/v1/4", 4));
+  expect(performance.now() - started).toBeGreaterThanOrEqual(295);
+  expect(error.code).toBe("TIMEOUT");
+  expect(error.message).toStartWith(
+    'Cannot send to "retry/v1/4": not confirmed within sendTimeoutMs (300 ms); the last refusal was NOT_ENOUGH_REPLICAS: ',
+  );
+  expect((error.cause as KittenError).code).toBe("NOT_ENOUGH_REPLICAS");
+  expect(error.details).toMatchObject({ refusal: "NOT_ENOUGH_REPLICAS" });
+  // Sent at about 0, 50, 150 ms (with jitter, as late as 0, 25, 75, 175 and 375): a backoff, not a loop.
+  expect(broker.sends.length).toBeGreaterThanOrEqual(3);
+  expect(broker.sends.length).toBeLessThanOrEqual(5);
+  expect(new Set(broker.messageIds).size).toBe(1);
+});
+
+it("send() rejects with TIMEOUT naming NOT_MASTER when only slaves answer, and CONNECTION_LOST when no broker is connected", async () => {
+  const a = new FakeBroker(1001, "slave");
+  const b = new FakeBroker(1002, "slave");
+  a.answer = b.answer = slave();
+  const mq = await connected([a, b], { sendTimeoutMs: 100 });
+  const notMaster = await rejection(mq.send("retry/v1/5", 5));
+  expect(notMaster.code).toBe("TIMEOUT");
+  expect(notMaster.details).toMatchObject({ refusal: "NOT_MASTER" });
+  expect(notMaster.message).toContain(`NOT_MASTER: Cannot send to "retry/v1/5": no broker connected is master ("${a.host}", "${b.host}" are slaves)`);
+
+  const alone = new FakeBroker(1003);
+  const other = await connected([alone], { sendTimeoutMs: 100 });
+  alone.accepting = false;
+  alone.drop();
+  await waitFor(() => !other.isConnected());
+  const lost = await rejection(other.send("retry/v1/5", 5));
+  expect(lost.details).toMatchObject({ refusal: "CONNECTION_LOST" });
+  expect(lost.message).toContain(`CONNECTION_LOST: Cannot send to "retry/v1/5": no broker is connected ("${alone.host}" away)`);
+});
+
+it("send() sends a send again after a lost connection and resolves with the reconnected broker's confirmation", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => {
+    if (index === 0) queueMicrotask(() => broker.drop()); // dies before it answers
+    return index === 0 ? null : ok()(send, index);
+  };
+  const mq = await connected([broker]);
+  await mq.send("retry/v1/6", 6);
+  expect(broker.sends.length).toBe(2);
+  expect(new Set(broker.messageIds).size).toBe(1);
+});
+
+it("disconnect() rejects a send waiting for its resend with CLOSED, naming the channel and the last refusal", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const mq = await connected([broker]);
+  const sent = mq.send("retry/v1/7", 7);
+  await waitFor(() => broker.sends.length === 1);
+  await mq.disconnect();
+  const error = await rejection(sent);
+  expect(error.code).toBe("CLOSED");
+  expect(error.message).toBe('Cannot send to "retry/v1/7": the client was disconnected before a broker confirmed it; it was last refused with NOT_ENOUGH_REPLICAS');
+  expect((error.cause as KittenError).code).toBe("NOT_ENOUGH_REPLICAS");
+  expect(broker.connected).toBe(0);
+});
+
+it("sends waiting for their resend count against maxPendingMessages", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const mq = await connected([broker], { maxPendingMessages: 2 });
+  const waiting = [mq.send("retry/v1/8", 1), mq.send("retry/v1/8", 2)];
+  await waitFor(() => broker.sends.length >= 2);
+  const full = await rejection(mq.send("retry/v1/8", 3));
+  expect(full.code).toBe("QUEUE_FULL");
+  expect(full.message).toContain("2 sends await confirmation (maxPendingMessages 2)");
+  broker.answer = ok();
+  await Promise.all(waiting);
+});
+
+it("with several hosts, the master's NOT_ENOUGH_REPLICAS does not reject a send a promoted slave then confirms; resends go to the master only", async () => {
+  const a = new FakeBroker(1001, "master", 1);
+  const b = new FakeBroker(1002, "slave", 0);
+  a.answer = refuse("NOT_ENOUGH_REPLICAS");
+  b.answer = slave();
+  const mq = await connected([a, b]);
+  let settled = "pending";
+  const sent = mq.send("retry/v1/9", 9).then(() => (settled = "confirmed"), (error: KittenError) => (settled = error.code));
+  await waitFor(() => a.sends.length >= 3, 2000, "refused, and sent again to the master");
+  expect(b.sends.length).toBe(1); // the slave stored it; it is not sent the resends
+  expect(settled).toBe("pending");
+
+  b.answer = ok();
+  b.setRole("master", 2); // elected: it gets every pending send at once
+  await sent;
+  expect(settled).toBe("confirmed");
+  expect(new Set([...a.messageIds, ...b.messageIds]).size).toBe(1);
+});
+
+it("with several hosts, a slave's refusal does not reject a send the master confirms", async () => {
+  const a = new FakeBroker(1001, "master", 1);
+  const b = new FakeBroker(1002, "slave", 1);
+  a.answer = (send, index) => (index === 0 ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  b.answer = refuse("QUEUE_FULL");
+  const mq = await connected([a, b]);
+  await mq.send("retry/v1/10", 10);
+  expect(a.sends.length).toBe(2);
+});
+
+it("a send waiting for its resend does not keep the process alive", async () => {
+  const script = `
+    import { Client } from ${JSON.stringify(join(import.meta.dir, "../../mod.ts"))};
+    import { FakeBroker, fakeDial, refuse } from ${JSON.stringify(join(import.meta.dir, "../helpers/fake_broker.ts"))};
+    const broker = new FakeBroker(1001);
+    broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+    const mq = new Client(fakeDial([broker]));
+    await mq.connect({ hosts: [broker.host], clientId: "alive", keysDirectory: ${JSON.stringify(testKeysDirectory)} });
+    mq.send("alive/v1/1", 1).catch(() => {});
+    while (broker.sends.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    console.log("refused twice, waiting for a resend");
+  `;
+  const child = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "inherit" });
+  const exited = await Promise.race([child.exited, new Promise((resolve) => setTimeout(resolve, 10_000, "still running"))]);
+  if (exited === "still running") child.kill();
+  expect(exited).toBe(0);
+  expect(await new Response(child.stdout).text()).toContain("refused twice");
+}, 15_000);

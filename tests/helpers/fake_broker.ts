@@ -1,0 +1,106 @@
+/**
+ * Brokers of a few lines, for client tests without sockets: `fakeDial(brokers)` connects a
+ * `Client` to the `FakeBroker` of each host's port. A fake broker welcomes every HELLO (no
+ * challenge), records every SEND it reads with the time it read it, and answers it as the test's
+ * `answer` says: `ok()`, `slave()`, `refuse(code)`, or null for no answer.
+ */
+import { decode, encode } from "../../src/protocol/cbor.ts";
+import type { ErrorCode } from "../../src/protocol/errors.ts";
+import { frame, FrameDecoder } from "../../src/protocol/frame.ts";
+import { OP } from "../../src/protocol/ops.ts";
+import type { Dial, TransportHandlers } from "../../src/client/transport.ts";
+
+export interface SeenSend {
+  ref: number;
+  channel: string;
+  messageId: string;
+  /** performance.now() when the broker read it. */
+  at: number;
+}
+
+export type Answer = (send: SeenSend, index: number) => unknown[] | null;
+
+export const ok = (): Answer => (send) => [OP.OK, [send.ref]];
+export const slave = (): Answer => (send) => [OP.OK, [send.ref], "slave"];
+export const refuse = (code: ErrorCode): Answer => (send) => [OP.ERROR, send.ref, code, `Cannot send to "${send.channel}": ${code} (fake)`];
+
+export class FakeBroker {
+  readonly sends: SeenSend[] = [];
+  /** How the broker answers the `index`th SEND it reads (0 first). */
+  answer: Answer = ok();
+  /** False: new connections are closed at once, as a port with nothing behind it. */
+  accepting = true;
+  /** Each open link, with what closes it from the broker's side. */
+  readonly #links = new Map<TransportHandlers, () => void>();
+
+  constructor(readonly port: number, public role: "master" | "slave" = "master", public epoch = 0) {}
+
+  get host(): string {
+    return `127.0.0.1:${this.port}@broker-1`;
+  }
+
+  get connected(): number {
+    return this.#links.size;
+  }
+
+  /** The message ids of every SEND read so far, in order. */
+  get messageIds(): string[] {
+    return this.sends.map((send) => send.messageId);
+  }
+
+  /** A promotion or demotion: every link is told with ROLE, as a real broker does. */
+  setRole(role: "master" | "slave", epoch: number): void {
+    this.role = role;
+    this.epoch = epoch;
+    for (const link of this.#links.keys()) link.data(frame(encode([OP.ROLE, { role, epoch, fenced: false }])));
+  }
+
+  /** Every link drops, as when the broker dies. */
+  drop(): void {
+    for (const close of [...this.#links.values()]) close();
+  }
+
+  accept(handlers: TransportHandlers) {
+    let open = false;
+    const decoder = new FrameDecoder();
+    const reply = (op: unknown[]) => queueMicrotask(() => open && handlers.data(frame(encode(op))));
+    const close = () => {
+      if (!open) return;
+      open = false;
+      this.#links.delete(handlers);
+      queueMicrotask(() => handlers.close(null));
+    };
+    queueMicrotask(() => {
+      if (!this.accepting) return handlers.close(new Error("connect ECONNREFUSED (fake)"));
+      open = true;
+      this.#links.set(handlers, close);
+      handlers.open();
+    });
+    return {
+      write: (bytes: Uint8Array) => {
+        if (!open) return;
+        for (const body of decoder.push(bytes)) {
+          const op = decode(body) as unknown[];
+          if (op[0] === OP.HELLO) {
+            reply([OP.WELCOME, { server: "fake", serviceId: "broker-1", protocol: 1, role: this.role, epoch: this.epoch, maxFrameSize: 1 << 20, version: "0" }]);
+          } else if (op[0] === OP.SEND) {
+            const send = { ref: op[1] as number, channel: op[2] as string, messageId: op[3] as string, at: performance.now() };
+            this.sends.push(send);
+            const answer = this.answer(send, this.sends.length - 1);
+            if (answer) reply(answer);
+          }
+        }
+      },
+      close,
+    };
+  }
+}
+
+/** A Dial that reaches the fake broker listening on the host's port. */
+export function fakeDial(brokers: FakeBroker[]): Dial {
+  return (_host, port, _tls, handlers) => {
+    const broker = brokers.find((candidate) => candidate.port === port);
+    if (!broker) throw new Error(`no fake broker on port ${port}`);
+    return broker.accept(handlers);
+  };
+}
