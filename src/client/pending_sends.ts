@@ -132,6 +132,8 @@ export class PendingSends {
     this.#sends.clear();
     this.#waiting.clear();
     this.#probe = null;
+    this.#rounds = 0;
+    this.#lastRefusal = null;
     this.#stopTimers();
     for (const send of sends) send.reject(errorFor(send));
   }

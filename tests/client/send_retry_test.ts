@@ -76,6 +76,21 @@ it("send() holds back the sends made while refused ones wait, and writes them al
   expect(new Set([a, b, c]).size).toBe(3);
 });
 
+it("send() probes with one send per round while the master refuses, however many wait, then sends them all in call order", async () => {
+  const broker = new FakeBroker(1001);
+  let refusing = true;
+  broker.answer = (send, index) => (refusing ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  const mq = await connected([broker]);
+  const sends = Array.from({ length: 20 }, (_, n) => mq.send("retry/v1/probe", n));
+  await waitFor(() => broker.sends.length >= 23, 2000, "three rounds of probes");
+  const calls = broker.messageIds.slice(0, 20); // the ids in call order
+  expect(broker.messageIds.slice(20, 23)).toEqual([calls[0]!, calls[0]!, calls[0]!]);
+  refusing = false;
+  await Promise.all(sends);
+  const afterProbe = broker.messageIds.slice(broker.messageIds.lastIndexOf(calls[0]!) + 1);
+  expect(afterProbe).toEqual(calls.slice(1));
+});
+
 it("send() rejects at once a send refused with a code that waiting does not fix", async () => {
   const broker = new FakeBroker(1001);
   const mq = await connected([broker]);
