@@ -3,8 +3,9 @@
  * through two brokers) is confirmed without being queued twice.
  *
  * Ids in the reference client's form `<prefix>.<base-36 counter>` are tracked per prefix (one
- * per client instance) with a watermark: every counter up to `low` was seen, plus a small set of
- * counters seen above it. Arrivals are nearly always in order, so this is a couple of integer
+ * per client instance) with a watermark: every counter from the first one seen up to `low` was
+ * seen, plus a small set of counters seen above it; a counter below the first one is never taken
+ * for seen (a send refused, then accepted after a later one, is a new message here). Arrivals are nearly always in order, so this is a couple of integer
  * operations in a tiny map, where one map of every recent id cost cache misses on each send.
  * Other ids go to a bounded map of recent ids, oldest evicted first.
  *
@@ -21,7 +22,12 @@ const MAX_OTHER_IDS = 200_000;
 const UNSET = -2;
 
 interface Sender {
-  /** Every counter <= low has been seen. */
+  /**
+   * The first counter seen: those below it were never seen here (refused, or sent before this
+   * broker knew the sender) and are looked up one by one, in the map of other ids.
+   */
+  first: number;
+  /** Every counter from `first` up to low has been seen. */
   low: number;
   /** Counters > low seen out of order. */
   above: Set<number>;
@@ -40,6 +46,7 @@ export class RecentIds {
     if (counter < 0) return this.#others.has(id);
     const sender = this.#sender(id, dot, false);
     if (!sender) return false;
+    if (counter < sender.first) return this.#others.has(id);
     return counter <= sender.low || sender.above.has(counter);
   }
 
@@ -51,7 +58,14 @@ export class RecentIds {
       return;
     }
     const sender = this.#sender(id, dot, true)!;
-    if (sender.low === UNSET) sender.low = counter - 1; // earlier counters were never sent here
+    if (sender.low === UNSET) {
+      sender.first = counter;
+      sender.low = counter - 1;
+    }
+    if (counter < sender.first) {
+      this.#others.set(id, true); // sent again after a later one was accepted: a refused send, say
+      return;
+    }
     if (counter <= sender.low) return;
     if (counter !== sender.low + 1) {
       sender.above.add(counter);
@@ -68,7 +82,7 @@ export class RecentIds {
     let sender = this.#senders.get(prefix);
     if (!sender) {
       if (!create) return null;
-      sender = { low: UNSET, above: new Set() };
+      sender = { first: 0, low: UNSET, above: new Set() };
       this.#senders.set(prefix, sender); // past MAX_SENDERS, the oldest sender is forgotten
     }
     this.#lastPrefix = prefix;

@@ -46,14 +46,9 @@ for (const hosts of ["the master", "the master and the slave"] as const) {
   }, 30_000);
 }
 
-// The client sends a refused send again with its message id, so a broker must not take an id it
-// refused for one it holds. Today it does: RecentIds (src/server/dedup.ts) takes every counter
-// below the first one it accepts from a sender for seen ("never sent to this broker"), so a
-// resend of one of those is confirmed without being stored, a confirmed message lost. The client
-// keeps its sends in call order (refused ones go again before newer ones), which closes this for
-// sends made one after the other; sends in flight when the refusals begin or end still race.
-// Remove `.failing` once the broker no longer infers what it has not seen.
-it.failing("e2e: a send refused with NOT_ENOUGH_REPLICAS, then sent again after a later id of its sender was accepted, is stored, not taken for a duplicate", async () => {
+// The client sends a refused send again with its message id, after later ids of the same sender
+// may have been accepted: the broker must not take the refused one for one it holds.
+it("e2e: a send refused with NOT_ENOUGH_REPLICAS, then sent again after a later id of its sender was accepted, is stored, not taken for a duplicate", async () => {
   const [master, slave] = await peers.cluster(2, { cluster: { minInSyncReplicas: 2 } });
   master!.start();
   const wire = await dial(master!.port);
@@ -67,5 +62,5 @@ it.failing("e2e: a send refused with NOT_ENOUGH_REPLICAS, then sent again after 
   wire.send([OP.SEND, 3, "dedup/v1/x", "sender.0", encode({ n: 0 })]);
   expect((await wire.expect(OP.OK))[1]).toEqual([3]);
   wire.close();
-  expect(master!.live("dedup/v1")).toBe(2); // 1 today: "sender.0" was confirmed, never stored
+  expect(master!.live("dedup/v1")).toBe(2);
 }, 20_000);
