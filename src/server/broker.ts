@@ -375,8 +375,9 @@ export class Broker {
     if (index > 0) this.cluster.positions.noteCommitted(index, stored);
     const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
     if (replicated === undefined) return stored;
-    // Confirmed when both hold; a refusal by the replicas leaves the message here (sent again, it is deduplicated).
-    replicated.catch(() => {});
+    // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it
+    // is not queued twice, and it is streamed again before that resend is confirmed.
+    replicated.catch(() => this.#intake.noteUnlogged(messageId));
     return stored === undefined ? replicated : stored.then(() => replicated);
   }
 

@@ -39,9 +39,10 @@ export class Intake {
   readonly #storing = new Map<string, Message>();
   #seq = 0;
   /**
-   * Messages a client sent to this broker while it was a slave and that no master streamed to it
-   * yet (the master died first, or refused them): not in the log, so no other broker may hold
-   * them. As master, a resend of one is streamed before it is confirmed.
+   * Messages held here that no other broker is known to hold: a client sent them while this
+   * broker was a slave and no master streamed them to it (the master died first, or refused
+   * them), or, as master, their replicas dropped out before confirming them. As master, a resend
+   * of one is streamed before it is confirmed.
    */
   readonly #unlogged = new RecentMap<string, true>(UNLOGGED);
 
