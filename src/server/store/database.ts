@@ -1,7 +1,7 @@
 /**
  * Opening the durable store's database (sqlite_store.ts): its settings (WAL, exclusive lock,
- * checkpoints), the format upgrade, and what the store starts from. Also the store's options
- * and counters, and how SQLite errors are told apart and described.
+ * checkpoints, incremental vacuum), the format upgrade, and what the store starts from. Also the
+ * store's options and counters, and how SQLite errors are told apart and described.
  */
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
@@ -102,6 +102,10 @@ export function openDatabase(directory: string, path: string, log: Logger): Open
     db = new Database(path, { create: true, readwrite: true });
     // Exclusive before WAL: the wal-index lives in heap memory and the file lock is held.
     db.run("PRAGMA locking_mode = EXCLUSIVE");
+    // Before WAL mode writes the header of a new file, the only time this takes effect by itself
+    // (an existing file is switched by enableIncrementalVacuum). Not asked again of a file in that
+    // mode already: setting it writes, which a full disk refuses.
+    if (autoVacuum(db) !== AUTO_VACUUM_INCREMENTAL) db.run("PRAGMA auto_vacuum = INCREMENTAL");
     const journal = db.query<{ journal_mode: string }, []>("PRAGMA journal_mode = WAL").get();
     if (journal?.journal_mode !== "wal") throw new Error(`WAL mode refused (journal_mode=${journal?.journal_mode})`);
     db.run("PRAGMA synchronous = FULL");
@@ -114,6 +118,7 @@ export function openDatabase(directory: string, path: string, log: Logger): Open
     if (found !== 0 && found < STORE_VERSION) {
       log.info("store", `directory=${directory};from=${found};to=${STORE_VERSION};store upgraded`);
     }
+    enableIncrementalVacuum(db, directory, log);
     // A write on every open takes the exclusive lock now, not at the first message. On a full
     // disk it fails, and the store opens anyway: its messages are delivered and acked, and new
     // sends are refused until a commit succeeds again.
@@ -141,6 +146,37 @@ export function openDatabase(directory: string, path: string, log: Logger): Open
     });
   }
   return { db: db!, healthy, lastError, indexedById, nextSeq };
+}
+
+/**
+ * Store format v4 gives disk space back with incremental vacuum (space.ts), which needs the
+ * pointer-map pages of `auto_vacuum = INCREMENTAL`. A new file has them from its creation; a file
+ * written before v4 gets them from one VACUUM, which rewrites it whole (it needs room for a copy:
+ * on a disk that has none, the store runs as before, without giving space back, and tries again
+ * at the next start). True when the file is in incremental mode.
+ */
+export function enableIncrementalVacuum(db: Database, directory: string, log: Logger): boolean {
+  if (autoVacuum(db) === AUTO_VACUUM_INCREMENTAL) return true;
+  const started = performance.now();
+  try {
+    db.run("VACUUM"); // with auto_vacuum = INCREMENTAL set at open: rebuilt in that mode
+  } catch (error) {
+    if (!isDiskFull(error)) throw error;
+    log.warn("store", `directory=${directory};no room to switch to incremental vacuum: disk space is not given back until a start with room`);
+    return false;
+  }
+  truncateWal(db); // the VACUUM went through the WAL: the whole file is in it
+  const elapsed = (performance.now() - started).toFixed(0);
+  log.info("store", `directory=${directory};elapsedMs=${elapsed};switched to incremental vacuum (one VACUUM)`);
+  return autoVacuum(db) === AUTO_VACUUM_INCREMENTAL;
+}
+
+/** `PRAGMA auto_vacuum`'s value for INCREMENTAL. */
+export const AUTO_VACUUM_INCREMENTAL = 2;
+
+/** The file's auto_vacuum mode: 0 none, 1 full, 2 incremental. */
+export function autoVacuum(db: Database): number | undefined {
+  return db.query<{ auto_vacuum: number }, []>("PRAGMA auto_vacuum").get()?.auto_vacuum;
 }
 
 /**

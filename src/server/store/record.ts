@@ -2,7 +2,10 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v3 (`STORE_VERSION = 3`), one SQLite database `kitten-mq.db` in WAL mode:
+ * Format v4 (`STORE_VERSION = 4`), one SQLite database `kitten-mq.db` in WAL mode and
+ * `auto_vacuum = INCREMENTAL` (v4: the pages rows leave free are handed back to the file system
+ * by space.ts), next to `kitten-mq.reserve` (space.ts: room kept for a full disk, or an empty
+ * file while that room is in use):
  *
  *   meta(key TEXT PRIMARY KEY, value)      store_version (integer), epoch (integer, cluster
  *                                          fencing, 0 until a cluster sets it), created (ms)
@@ -23,6 +26,10 @@
  *                                          rows: a restart knows every queue's depth without
  *                                          counting (a count of 20 M rows takes seconds)
  *
+ * Format v3 was v4 without auto_vacuum (and without the reserve): the same tables and rows.
+ * `UPGRADES[3]` only records the version; the switch itself is one VACUUM, which cannot run
+ * inside migrate's transaction, so `enableIncrementalVacuum` (database.ts) runs it right after, at
+ * every open until it is done (it needs room for a copy of the file).
  * Format v2 was v3 without `messages_by_queue` and `queue_usage` (`UPGRADES[2]` creates them and
  * counts the rows once).
  * Format v1 was v2 without `deliveries` and `dead_letter` (columns added at the end by
@@ -205,6 +212,7 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
       return decodeRecordV1(row as RecordV1);
     case 2:
     case 3: // v3 changed indexes and tables around the rows, not the rows
+    case 4: // v4 changed how the file gives pages back, not the rows
       return decodeRecordV2(row as RecordV2);
     default:
       throw new Error(`no decoder for store version ${version}`);
@@ -227,6 +235,8 @@ export const UPGRADES: Readonly<Record<number, Upgrade>> = {
         `sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}) FROM messages GROUP BY queue`,
     );
   },
+  /** v3 → v4: nothing in the tables; the file is switched to incremental vacuum after migrate (above). */
+  3: () => {},
 };
 
 export function getMeta(db: Database, key: string): MetaValue | null {

@@ -115,8 +115,8 @@ it("a commit that fails changes no usage figure", async () => {
 
 const fixture = (version: number) => readFileSync(join(import.meta.dir, `fixtures/store_v${version}.sql`), "utf8");
 
-it("the v2 → v3 upgrade counts every queue's usage once; the v3 fixture reads as written", () => {
-  for (const version of [2, 3]) {
+it("the v2 → v3 upgrade counts every queue's usage once; the v3 and v4 fixtures read as written", () => {
+  for (const version of [2, 3, 4]) {
     const directory = temps.make();
     const db = new Database(join(directory, STORE_FILE));
     db.run(fixture(version));
@@ -128,7 +128,7 @@ it("the v2 → v3 upgrade counts every queue's usage once; the v3 fixture reads 
     expect(Object.fromEntries(store.usage())).toEqual(
       Object.fromEntries(expected.map(({ queue, messages, bytes }) => [queue, { messages, bytes }])),
     );
-    expect(store.readQueue("orders/v1", 0, 10).length).toBe(2); // both fixtures hold two orders/v1 rows
+    expect(store.readQueue("orders/v1", 0, 10).length).toBe(2); // every fixture holds two orders/v1 rows
     store.close();
   }
 });
@@ -138,7 +138,7 @@ it("every store fixture, once opened, has the tables and indexes of a fresh stor
     db.query("SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").all();
   const fresh = new Database(":memory:");
   for (const statement of SCHEMA) fresh.run(statement);
-  for (const version of [1, 2, 3]) {
+  for (const version of [1, 2, 3, 4]) {
     const db = new Database(":memory:");
     db.run(fixture(version));
     migrate(db, { directory: "/fixture" });

@@ -101,6 +101,56 @@ it("SqliteStore reads the checked-in store v2 fixture (delivery counts and dead 
   }
 });
 
+const fixtureV3 = readFileSync(join(import.meta.dir, "fixtures/store_v3.sql"), "utf8");
+const fixtureV4 = readFileSync(join(import.meta.dir, "fixtures/store_v4.sql"), "utf8");
+const autoVacuum = (path: string) => {
+  const db = new Database(path, { readonly: true });
+  const { auto_vacuum } = db.query<{ auto_vacuum: number }, []>("PRAGMA auto_vacuum").get()!;
+  db.close();
+  return auto_vacuum;
+};
+
+it("SqliteStore upgrades the checked-in v3 fixture to v4: one VACUUM switches it to incremental vacuum, its rows unchanged", () => {
+  const directory = temps.make();
+  const path = join(directory, STORE_FILE);
+  const db = new Database(path);
+  db.run(fixtureV3);
+  db.close();
+  expect(autoVacuum(path)).toBe(0);
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory, logger });
+  expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=3;to=${STORE_VERSION};store upgraded`);
+  expect(logger.lines.filter((line) => line.includes("switched to incremental vacuum (one VACUUM)")).length).toBe(1);
+  expect(store.load().map((message) => [message.id, message.deliveries])).toEqual([["k3c9.0", 0], ["k3c9.2", 2], ["k3c9.3", 0], ["k3c9.3~7", 0]]);
+  expect(store.queueUsage("orders/v1")).toEqual({ messages: 2, bytes: 153 });
+  expect(store.meta(META.STORE_VERSION)).toBe(STORE_VERSION);
+  expect(store.meta(META.EPOCH)).toBe(4);
+  store.close();
+  expect(autoVacuum(path)).toBe(2);
+  // Once switched, a start does not rewrite it again.
+  const again = memoryLogger();
+  new SqliteStore({ directory, logger: again }).close();
+  expect(again.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
+});
+
+it("SqliteStore reads the checked-in store v4 fixture without an upgrade or a VACUUM", () => {
+  const directory = temps.make();
+  const db = new Database(join(directory, STORE_FILE));
+  db.run(fixtureV4);
+  db.close();
+  expect(autoVacuum(join(directory, STORE_FILE))).toBe(2);
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory, logger });
+  expect(logger.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
+  expect(store.load().map(delivery)).toEqual([
+    { id: "k4d1.0", deliveries: 1, deadLetter: null },
+    { id: "k4d1.2", deliveries: 0, deadLetter: null },
+    { id: "k4d1.2~5", deliveries: 0, deadLetter: { reason: "ttl", channel: "orders/v1/shop-2", messageId: "k4d1.2", deliveries: 0 } },
+  ]);
+  expect(store.meta(META.EPOCH)).toBe(9);
+  store.close();
+});
+
 it("every store fixture, once opened, has the schema of a fresh store (UPGRADES match SCHEMA)", () => {
   const shape = (db: Database) =>
     ["meta", "messages"].map((table) => db.query(`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info('${table}') ORDER BY cid`).all());
@@ -116,7 +166,7 @@ it("every store fixture, once opened, has the schema of a fresh store (UPGRADES 
     "deliveries",
     "dead_letter",
   ]);
-  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2]] as const) {
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4]] as const) {
     const db = new Database(":memory:");
     db.run(fixture);
     expect(migrate(db, { directory: "/fixture" })).toBe(version);
