@@ -1,17 +1,21 @@
 /**
- * A broker whose dataDirectory is on a 2 MiB tmpfs that fills up. CI runs as root and mounts it;
- * without the privilege to mount, these tests fail (they do not skip): the behaviour they pin
- * needs a real full disk.
+ * A broker whose dataDirectory is on a small tmpfs that fills up: 2 MiB (too small for the
+ * store's reserve), or 8 MiB half taken by a filler file (room for the reserve, which is what
+ * lets a disk the store filled itself serve again once its consumers drained it). CI runs as root
+ * and mounts it; without the privilege to mount, these tests fail (they do not skip): the
+ * behaviour they pin needs a real full disk.
  */
 import { afterEach, expect, it } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { closeSync, openSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "../../mod.ts";
 import { parseConfig } from "../../src/server/config/config.ts";
 import { memoryLogger } from "../../src/server/log.ts";
 import { type BrokerServer, startBroker } from "../../src/server/server.ts";
 import { SqliteStore, WAL_SIZE_LIMIT } from "../../src/server/store/sqlite_store.ts";
+import { RESERVE_BYTES, RESERVE_FILE } from "../../src/server/store/space.ts";
+import { STORE_FILE } from "../../src/server/store/record.ts";
 import { Logger } from "../../src/server/log.ts";
 import { clientOptions, recorder, type Received, rejection, waitFor } from "../helpers/broker.ts";
 import { TempDirs } from "../helpers/temp_dir.ts";
@@ -27,12 +31,12 @@ afterEach(async () => {
   dirs.removeAll();
 });
 
-/** A fresh 2 MiB tmpfs, unmounted after the test. */
-function smallDisk(): string {
+/** A fresh tmpfs of `size` (2 MiB by default), unmounted after the test. */
+function smallDisk(size = "2m"): string {
   const dir = dirs.make();
-  const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", dir], { encoding: "utf8" });
+  const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir], { encoding: "utf8" });
   if (mounted.status !== 0) {
-    throw new Error(`Cannot mount a 2 MiB tmpfs on ${dir} (these tests need root, as in CI): ${mounted.stderr.trim()}`);
+    throw new Error(`Cannot mount a ${size} tmpfs on ${dir} (these tests need root, as in CI): ${mounted.stderr.trim()}`);
   }
   undo.push(() => spawnSync("umount", ["-l", dir]));
   return dir;
@@ -76,6 +80,24 @@ async function client(host: string): Promise<Client> {
 }
 
 const BODY = "x".repeat(8000);
+const SMALL = "x".repeat(2048);
+
+/** Sends SMALL to `channel`, 16 at a time, until one is refused; returns how many were confirmed. */
+async function fillWith(mq: Client, channel: string): Promise<number> {
+  let confirmed = 0;
+  const refused: { code?: string }[] = [];
+  while (refused.length === 0) {
+    await Promise.all(Array.from({ length: 16 }, () => mq.send(channel, SMALL).then(() => confirmed++, (error) => refused.push(error))));
+  }
+  expect(refused[0]!.code).toBe("STORE_UNAVAILABLE");
+  return confirmed;
+}
+
+/** Bytes of a file of the data directory (0 when it is not there). */
+function sizeOf(disk: string, name: string): number {
+  const path = join(disk, "data", name);
+  return existsSync(path) ? statSync(path).size : 0;
+}
 
 it("e2e: full disk: sends are refused while the disk is full and succeed again within seconds once space is freed", async () => {
   const disk = smallDisk();
@@ -144,4 +166,65 @@ it("SqliteStore keeps its WAL near WAL_SIZE_LIMIT through many commits (checkpoi
   // 16 MB went through the WAL; it never held much more than the limit plus one batch (160 KB).
   expect(largest).toBeGreaterThan(0);
   expect(largest).toBeLessThan(WAL_SIZE_LIMIT + 512 * 1024);
+});
+
+it("e2e: full disk: a disk its own backlog filled takes sends again within 10 s once consumers drained it, with no restart, and the store shrinks", async () => {
+  const disk = smallDisk("8m");
+  fill(join(disk, "filler"), 4 * 1024 * 1024); // never removed: the only space freed is the drained queue's
+  const { host } = start(disk);
+  expect(sizeOf(disk, RESERVE_FILE)).toBe(RESERVE_BYTES);
+  const mq = await client(host);
+  for (let i = 0; i < 90; i++) await mq.send("disk/v1/kept", { n: i, pad: SMALL }); // 90 live messages stay
+  const confirmed = await fillWith(mq, "disk/v1/1");
+  const full = sizeOf(disk, STORE_FILE);
+  expect(sizeOf(disk, RESERVE_FILE)).toBe(0); // emptied by the full disk, for the acks' deletes
+  expect((await rejection(mq.send("disk/v1/1", SMALL))).code).toBe("STORE_UNAVAILABLE");
+
+  const got: Received[] = [];
+  await mq.consume("disk/v1/1", recorder(got)).ready;
+  await waitFor(() => got.length === confirmed, 10_000, "the backlog drained");
+  await waitFor(() => mq.send("disk/v1/1", SMALL).then(() => true, () => false), 10_000, "a send confirmed again");
+  expect(sizeOf(disk, RESERVE_FILE)).toBe(RESERVE_BYTES);
+  expect(sizeOf(disk, STORE_FILE)).toBeLessThan(full / 2); // the drained pages went back to the disk
+  // It stays writable (sends and acks, one at a time), and the 90 kept messages are all there.
+  for (let i = 0; i < 500; i++) await mq.send("disk/v1/1", SMALL);
+  await waitFor(() => got.length === confirmed + 501, 5000, "every later message delivered");
+  const kept: Received[] = [];
+  await mq.consume("disk/v1/kept", recorder(kept)).ready;
+  await waitFor(() => kept.length === 90, 5000, "the 90 kept messages delivered");
+  expect(kept.map((r) => (r.message as { n: number }).n)).toEqual([...Array(90).keys()]);
+});
+
+it("e2e: full disk: a broker restarted on a full disk starts, delivers what it holds, and confirms again within 10 s of space being freed", async () => {
+  const disk = smallDisk("8m");
+  fill(join(disk, "filler"), 4 * 1024 * 1024);
+  const first = start(disk);
+  const producer = await client(first.host);
+  const confirmed = await fillWith(producer, "disk/v1/1");
+  await producer.disconnect();
+  await first.server.stop();
+  fill(join(disk, "filler-2")); // every byte the stop gave back (the WAL)
+
+  const { host, logger, server } = start(disk); // must not throw SQLITE_FULL
+  expect(logger.lines.some((line) => line.includes("disk full at open"))).toBe(true);
+  const mq = await client(host);
+  expect((await rejection(mq.send("disk/v1/1", SMALL))).code).toBe("STORE_UNAVAILABLE");
+  const got: Received[] = [];
+  await mq.consume("disk/v1/1", recorder(got)).ready;
+  await waitFor(() => got.length === confirmed, 10_000, "every stored message delivered");
+  await waitFor(() => server.broker.inflight() === 0, 5000, "every delivery acked");
+  expect((await rejection(mq.send("disk/v1/1", SMALL))).code).toBe("STORE_UNAVAILABLE");
+
+  rmSync(join(disk, "filler-2"));
+  await waitFor(() => mq.send("disk/v1/2", { n: "after" }).then(() => true, () => false), 10_000, "a send confirmed again");
+  // The acks taken while the disk was full reach the disk, and the space they freed goes back.
+  const store = server.broker.store as SqliteStore;
+  await waitFor(() => store.pending === 0 && store.healthy, 5000, "acks written");
+  await mq.disconnect();
+  await server.stop();
+  expect(sizeOf(disk, RESERVE_FILE)).toBe(RESERVE_BYTES);
+  expect(sizeOf(disk, STORE_FILE)).toBeLessThan(256 * 1024);
+  const reopened = new SqliteStore({ directory: join(disk, "data"), logger: new Logger(99) });
+  undo.push(() => reopened.close());
+  expect(reopened.load().map((m) => m.destination)).toEqual(["2"]);
 });

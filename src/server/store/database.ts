@@ -52,6 +52,11 @@ export interface SqliteStoreStats {
   maxCommitMs: number;
   /** Time spent committing, in total (ms). */
   commitMs: number;
+  /** Giving disk space back (space.ts): vacuum steps and truncating checkpoints run, pages handed
+   * back to the file system, and the slowest step (ms). */
+  reclaimSteps: number;
+  reclaimedPages: number;
+  maxReclaimMs: number;
 }
 
 export function newStats(): SqliteStoreStats {
@@ -67,6 +72,9 @@ export function newStats(): SqliteStoreStats {
     lastCommitMs: 0,
     maxCommitMs: 0,
     commitMs: 0,
+    reclaimSteps: 0,
+    reclaimedPages: 0,
+    maxReclaimMs: 0,
   };
 }
 

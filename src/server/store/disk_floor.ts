@@ -52,7 +52,8 @@ export class DiskFloor {
   }
 }
 
-function freeBytes(directory: string): number {
+/** Bytes free on the disk of `directory` for the broker's user (statfs). */
+export function freeBytes(directory: string): number {
   const stats = statfsSync(directory);
   return Number(stats.bavail) * Number(stats.bsize);
 }

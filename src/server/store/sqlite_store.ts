@@ -27,9 +27,10 @@
  * restores health. In batch mode the already confirmed batch stays pending and is retried every
  * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
  * removes and delivery counts are kept and retried in both modes. A disk-full failure also
- * checkpoints and truncates the WAL (at most once a second), so the WAL does not take back the
- * space an operator frees. A disk already full at open does not stop the store from opening: it
- * starts unhealthy, serves what it holds, and refuses new sends until a write succeeds.
+ * empties the store's reserve and checkpoints the WAL, and appends are refused until the reserve
+ * is back (space.ts, which also gives drained space back: `reclaim()`, from the broker's tick).
+ * A disk already full at open does not stop the store from opening: it starts unhealthy, serves
+ * what it holds, and refuses new sends until a write succeeds.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
@@ -39,11 +40,12 @@ import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { describe, isDiskFull, newStats, openDatabase, truncateWal, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
+import { describe, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
 import { encodeRecord, getMeta, type MetaValue, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
+import { StoreSpace } from "./space.ts";
 import { UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
@@ -56,9 +58,6 @@ export { type SqliteStoreOptions, type SqliteStoreStats, WAL_CHECKPOINT_PAGES, W
  * count UPDATEs share the bound (deletes go first).
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
-
-/** After a disk-full failure, how often a checkpoint may try to give WAL space back. */
-const RECLAIM_INTERVAL_MS = 1000;
 
 export class SqliteStore implements PagingStore {
   readonly directory: string;
@@ -79,6 +78,8 @@ export class SqliteStore implements PagingStore {
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
+  /** Disk space: vacuum, truncating checkpoints, the reserve for a full disk (space.ts). */
+  readonly #space: StoreSpace;
   /** The index by id exists (its creation at open fails on a full disk: lookups then answer false). */
   #indexedById = false;
   #nextSeq: number;
@@ -110,8 +111,6 @@ export class SqliteStore implements PagingStore {
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
   #closed = false;
-  /** When the WAL was last checkpointed after a disk-full failure (performance.now()). */
-  #reclaimedAt = -Infinity;
   /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
   #probedAt = -Infinity;
   /** `synchronous=FULL` is in effect (see #syncOnCommit). */
@@ -141,6 +140,8 @@ export class SqliteStore implements PagingStore {
     this.#delete = db.prepare(SQL.delete);
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#rows = new QueueRows(db);
+    const beforeWrite = () => this.#syncOnCommit(false);
+    this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -162,10 +163,15 @@ export class SqliteStore implements PagingStore {
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
   append(message: StoredMessage, mode: DurableMode = this.mode): void | Promise<void> {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
-    if (mode === "batch" && !this.#healthy && !this.#probe()) {
-      // Batch mode confirms at once: while the disk fails, the only honest answer is no.
+    // Batch mode confirms at once: while the disk fails, the only honest answer is no. And while
+    // the reserve is in use, the room it gave is for acks (space.ts): fsync appends are refused too.
+    const short = this.#space.short;
+    if (short || (mode === "batch" && !this.#healthy && !this.#probe())) {
       this.stats.refused++;
-      throw new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${this.#lastError}`);
+      const why = short ? this.#space.shortReason : this.#lastError;
+      const refusal = new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${why}`);
+      if (mode === "batch") throw refusal;
+      return Promise.reject(refusal);
     }
     const seq = this.#nextSeq++;
     message.position = seq;
@@ -265,6 +271,11 @@ export class SqliteStore implements PagingStore {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
   }
 
+  /** One bounded step of giving disk space back (space.ts); the server's tick calls it. */
+  reclaim(): void {
+    if (!this.#closed && !this.#db.inTransaction) this.#space.reclaim();
+  }
+
   /** A meta value (`epoch`, `store_version`, …), or null. */
   meta(key: string): MetaValue | null {
     this.#open();
@@ -297,16 +308,17 @@ export class SqliteStore implements PagingStore {
     this.#removed = [];
     this.#removing = null;
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
-    const { commits, inserted, deleted, updates, cancelled, maxCommitMs } = this.stats;
+    const { commits, inserted, deleted, updates, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = this.stats;
     this.#log.info(
       "store",
       `directory=${this.directory};commits=${commits};inserted=${inserted};deleted=${deleted};updates=${updates};cancelled=${cancelled};` +
-        `maxCommitMs=${maxCommitMs.toFixed(1)};store closed`,
+        `maxCommitMs=${maxCommitMs.toFixed(1)};reclaimSteps=${reclaimSteps};reclaimedPages=${reclaimedPages};maxReclaimMs=${maxReclaimMs.toFixed(1)};store closed`,
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
       for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
       this.#rows.finalize();
+      this.#space.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
@@ -445,7 +457,7 @@ export class SqliteStore implements PagingStore {
   #failed(error: unknown, batch: PromiseWithResolvers<void> | null): void {
     const failure = this.#unavailable(error);
     this.stats.failedCommits++;
-    if (isDiskFull(error)) this.#reclaim();
+    if (isDiskFull(error)) this.#space.diskFull();
     this.#lastError = describe(error);
     if (this.#healthy) {
       this.#healthy = false;
@@ -481,18 +493,6 @@ export class SqliteStore implements PagingStore {
     this.#healthy = true;
     this.#log.info("store", `directory=${this.directory};store writable again`);
     return true;
-  }
-
-  /**
-   * The disk is full: copies the WAL into the database and truncates it, which gives back the
-   * space of every superseded page version once the disk has room for the copy. Tried at most
-   * once per RECLAIM_INTERVAL_MS: while the disk stays full each attempt fails quickly.
-   */
-  #reclaim(): void {
-    const now = performance.now();
-    if (now - this.#reclaimedAt < RECLAIM_INTERVAL_MS) return;
-    this.#reclaimedAt = now;
-    if (truncateWal(this.#db)) this.#log.info("store", `directory=${this.directory};disk full: WAL checkpointed and truncated`);
   }
 }
 

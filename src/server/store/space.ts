@@ -1,0 +1,237 @@
+/**
+ * The durable store's disk space (sqlite_store.ts owns the connection and the commits): what
+ * drained queues no longer need goes back to the file system while the broker runs, and a disk
+ * that filled up takes sends again once space is freed, without a restart.
+ *
+ * Giving space back. The database is in `auto_vacuum = INCREMENTAL` (store format v4): the pages
+ * that deleted rows leave go to SQLite's freelist, where later rows reuse them, but the file never
+ * shrinks by itself. `reclaim()`, called by the broker's tick (every 25 ms), reads the freelist's
+ * length (the header page: a few µs) and, while it holds RECLAIM_MIN_PAGES and a quarter of the
+ * file, runs one `PRAGMA incremental_vacuum(n)`: the last pages in use move into free ones and the
+ * end is cut off. That is a commit of its own (not fsynced, like the commits of acks), and the
+ * group commit waits for it, so `n` adapts to keep a step near STEP_TARGET_MS. The file shrinks at
+ * the next checkpoint; once the freelist is short again, one `wal_checkpoint(TRUNCATE)` cuts both
+ * the file and the WAL. The same checkpoint runs when the WAL grew past WAL_SIZE_LIMIT (a large
+ * transaction) and no commit came since to cut it back.
+ *
+ * A full disk. A commit that meets a full disk may leave the WAL holding pages beyond the end of
+ * the database file: a checkpoint must grow the file to copy them, and until one completes nothing
+ * can be committed, not even the deletes of acks that would free space. A store that filled its
+ * own disk would stay full after its consumers drained it. So the store keeps RESERVE_BYTES in a
+ * file of its own, `kitten-mq.reserve`, written when the disk has room for it and RESERVE_MARGIN
+ * more. The first commit that meets a full disk empties it (the empty file stays, so that a
+ * restart knows), and the checkpoint that this allows lets the acks' deletes through. Until the
+ * reserve is written again, new messages are refused (`short`): the room it gave serves acks and
+ * the vacuum, which hand the drained space back; as soon as the disk has room for the reserve
+ * again (the vacuum's doing, or an operator's), it is rewritten and sends are taken again.
+ * A disk that never had room for a reserve (a few MiB) works as without one.
+ */
+import { randomBytes } from "node:crypto";
+import type { Database, Statement } from "bun:sqlite";
+import { rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "../log.ts";
+import { AUTO_VACUUM_INCREMENTAL, autoVacuum, describe, type SqliteStoreStats, truncateWal, WAL_SIZE_LIMIT } from "./database.ts";
+import { freeBytes } from "./disk_floor.ts";
+import { STORE_FILE } from "./record.ts";
+
+/** The reserve file in the data directory. */
+export const RESERVE_FILE = "kitten-mq.reserve";
+/** Room kept for a full disk: twice what the WAL is cut back to, which bounds the pages a checkpoint must add. */
+export const RESERVE_BYTES = 2 * WAL_SIZE_LIMIT;
+/** Free space beyond the reserve that the disk must have before it is written (so that writing it never fills the disk). */
+export const RESERVE_MARGIN = WAL_SIZE_LIMIT;
+/** Fewer free pages than this are not worth a vacuum step (256 KiB). */
+export const RECLAIM_MIN_PAGES = 64;
+/** About how long one vacuum step may block the event loop (ms). */
+export const STEP_TARGET_MS = 4;
+const MIN_STEP_PAGES = 16;
+const MAX_STEP_PAGES = 16_384;
+/** How often, while the reserve is in use, the free space is read to write it again. */
+const RESERVE_CHECK_MS = 100;
+/** How often the WAL's size is looked at. */
+const WAL_CHECK_MS = 1000;
+/** After a step that failed (a full disk, a scan holding the WAL), the next one waits this long. */
+const RETRY_MS = 1000;
+/** After a commit that met a full disk, how soon the WAL may be checkpointed again for it. */
+const FULL_CHECKPOINT_MS = 1000;
+
+export interface StoreSpaceOptions {
+  directory: string;
+  log: Logger;
+  /** The store's counters: the reclaim figures are kept there. */
+  stats: SqliteStoreStats;
+  /** Runs before each vacuum step: the store turns the fsync of commits off (nobody waits for them). */
+  beforeWrite: () => void;
+}
+
+export class StoreSpace {
+  readonly #db: Database;
+  readonly #directory: string;
+  readonly #log: Logger;
+  readonly #stats: SqliteStoreStats;
+  readonly #beforeWrite: () => void;
+  readonly #freelist: Statement<{ freelist_count: number }, []>;
+  readonly #pageCount: Statement<{ page_count: number }, []>;
+  readonly #reservePath: string;
+  readonly #walPath: string;
+  /** The file is in incremental vacuum (a store that could not switch yet only checkpoints). */
+  readonly #vacuumable: boolean;
+  /** `"held"`: the reserve is on disk; `"used"`: emptied by a full disk; `"none"`: the disk never had room for it. */
+  #reserve: "held" | "used" | "none";
+  #stepPages = 256;
+  /** Pages went back since the last truncating checkpoint: the file shrinks only at one. */
+  #shrunk = false;
+  #reserveCheckedAt = -Infinity;
+  #walCheckedAt = -Infinity;
+  #failedAt = -Infinity;
+  #fullCheckpointAt = -Infinity;
+
+  constructor(db: Database, options: StoreSpaceOptions) {
+    this.#db = db;
+    this.#directory = options.directory;
+    this.#log = options.log;
+    this.#stats = options.stats;
+    this.#beforeWrite = options.beforeWrite;
+    this.#freelist = db.prepare("PRAGMA freelist_count");
+    this.#pageCount = db.prepare("PRAGMA page_count");
+    this.#reservePath = join(this.#directory, RESERVE_FILE);
+    this.#walPath = join(this.#directory, `${STORE_FILE}-wal`);
+    this.#vacuumable = autoVacuum(db) === AUTO_VACUUM_INCREMENTAL;
+    const size = statSync(this.#reservePath, { throwIfNoEntry: false })?.size;
+    if (size === RESERVE_BYTES) this.#reserve = "held";
+    else if (size === 0) this.#reserve = this.#write("empty") ? "held" : "used"; // emptied before this start
+    else this.#reserve = this.#write("remove") ? "held" : "none";
+    if (this.#reserve === "used") {
+      this.#log.warn("store", `directory=${this.#directory};the reserve is still in use: sends refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free`);
+    }
+  }
+
+  /**
+   * True while the reserve is in use and the disk still has no room to write it again (read at
+   * most every RESERVE_CHECK_MS): new messages are refused, so that the room it gave serves acks.
+   */
+  get short(): boolean {
+    if (this.#reserve !== "used") return false;
+    const now = performance.now();
+    if (now - this.#reserveCheckedAt >= RESERVE_CHECK_MS) this.#restore(now);
+    return this.#reserve === "used";
+  }
+
+  /** Why a send is refused while `short`. */
+  get shortReason(): string {
+    return `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
+      `(the store's reserve, ${RESERVE_FILE}, is in use)`;
+  }
+
+  /**
+   * One bounded step of giving space back; called often (the broker's tick), between commits.
+   * Does nothing (two reads of the header page) when there is nothing to give back.
+   */
+  reclaim(): void {
+    const now = performance.now();
+    const short = this.short;
+    if (now - this.#failedAt < RETRY_MS) return;
+    try {
+      const free = this.#vacuumable ? this.#freelist.get()!.freelist_count : 0;
+      if (free > 0 && (short || (free >= RECLAIM_MIN_PAGES && free * 4 >= this.#pageCount.get()!.page_count))) {
+        this.#vacuum(free, now);
+      } else if (this.#shrunk || this.#walGrew(now)) {
+        if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
+        this.#shrunk = false;
+        this.#count(now);
+      }
+    } catch (error) {
+      // A full disk or a scan in progress (its snapshot holds the WAL): tried again later.
+      this.#failedAt = performance.now();
+      this.#log.debug("store", `directory=${this.#directory};space not given back yet: ${describe(error)}`);
+    }
+  }
+
+  /**
+   * A commit met a full disk. The first time, the reserve is emptied; then (at most once a second)
+   * the WAL is checkpointed and truncated, which gives back what its old frames hold once the
+   * database file has room for their pages.
+   */
+  diskFull(): void {
+    if (this.#reserve === "held") {
+      try {
+        truncateSync(this.#reservePath, 0);
+        this.#reserve = "used";
+        this.#log.error("store", `directory=${this.#directory};disk full: reserve of ${RESERVE_BYTES} bytes released for acks; ${this.shortReason}`);
+      } catch (error) {
+        this.#log.error("store", `directory=${this.#directory};disk full: cannot release the reserve: ${describe(error)}`);
+      }
+      this.#fullCheckpointAt = -Infinity;
+    }
+    const now = performance.now();
+    if (now - this.#fullCheckpointAt < FULL_CHECKPOINT_MS) return;
+    this.#fullCheckpointAt = now;
+    if (truncateWal(this.#db)) this.#log.info("store", `directory=${this.#directory};disk full: WAL checkpointed and truncated`);
+  }
+
+  finalize(): void {
+    this.#freelist.finalize();
+    this.#pageCount.finalize();
+  }
+
+  #vacuum(free: number, started: number): void {
+    this.#beforeWrite();
+    this.#db.run(`PRAGMA incremental_vacuum(${this.#stepPages})`);
+    const elapsed = performance.now() - started;
+    // Fewer pages when a step took too long, more while steps are quick.
+    if (elapsed > STEP_TARGET_MS) this.#stepPages = Math.max(MIN_STEP_PAGES, this.#stepPages >> 1);
+    else if (elapsed < STEP_TARGET_MS / 2) this.#stepPages = Math.min(MAX_STEP_PAGES, this.#stepPages * 2);
+    this.#stats.reclaimedPages += free - this.#freelist.get()!.freelist_count;
+    this.#shrunk = true;
+    this.#count(started);
+  }
+
+  #count(started: number): void {
+    const elapsed = performance.now() - started;
+    this.#stats.reclaimSteps++;
+    if (elapsed > this.#stats.maxReclaimMs) this.#stats.maxReclaimMs = elapsed;
+  }
+
+  /** The WAL is bigger than WAL_SIZE_LIMIT (looked at once a second). */
+  #walGrew(now: number): boolean {
+    if (now - this.#walCheckedAt < WAL_CHECK_MS) return false;
+    this.#walCheckedAt = now;
+    return (statSync(this.#walPath, { throwIfNoEntry: false })?.size ?? 0) > WAL_SIZE_LIMIT;
+  }
+
+  #restore(now: number): void {
+    this.#reserveCheckedAt = now;
+    if (!this.#write("empty")) return;
+    this.#reserve = "held";
+    this.#log.info("store", `directory=${this.#directory};disk has room again: reserve restored, sends accepted`);
+  }
+
+  /**
+   * Writes the reserve when the disk has room for it and RESERVE_MARGIN more; true when it did.
+   * Random bytes: a file system that compresses must not store it in less. A write that fails
+   * leaves the file empty (a reserve in use) or removes it (none yet).
+   */
+  #write(onFailure: "empty" | "remove"): boolean {
+    let free: number;
+    try {
+      free = freeBytes(this.#directory) + (statSync(this.#reservePath, { throwIfNoEntry: false })?.size ?? 0);
+    } catch {
+      return false;
+    }
+    if (free < RESERVE_BYTES + RESERVE_MARGIN) return false;
+    try {
+      writeFileSync(this.#reservePath, randomBytes(RESERVE_BYTES));
+      return true;
+    } catch (error) {
+      this.#log.warn("store", `directory=${this.#directory};cannot write the reserve: ${describe(error)}`);
+      try {
+        if (onFailure === "empty") truncateSync(this.#reservePath, 0);
+        else rmSync(this.#reservePath, { force: true });
+      } catch {
+        // Left as it is: the next start rewrites or empties it.
+      }
+      return false;
+    }
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * SqliteStore's disk space (space.ts), on real files in temp folders: the pages of removed rows
+ * go back to the file system in `reclaim()` steps, and the reserve kept for a full disk is
+ * emptied by a commit that meets one and written again once there is room.
+ */
+import { Database } from "bun:sqlite";
+import { expect, it } from "bun:test";
+import { existsSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { memoryLogger } from "../../../src/server/log.ts";
+import { STORE_FILE } from "../../../src/server/store/record.ts";
+import { RESERVE_BYTES, RESERVE_FILE } from "../../../src/server/store/space.ts";
+import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
+import type { StoredMessage } from "../../../src/server/store/store.ts";
+import { waitFor } from "../../helpers/broker.ts";
+import { sqliteStoreFixture, storeRejection } from "../../helpers/sqlite_store.ts";
+import { storedMessage } from "./store_conformance.ts";
+
+const { temps, withStore } = sqliteStoreFixture();
+
+const sizeOf = (path: string) => (existsSync(path) ? statSync(path).size : 0);
+const diskFull = () => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+
+it("SqliteStore.reclaim() hands the pages of removed rows back to the file system: the file shrinks, the rows kept stay", async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const [db, wal] = [join(directory, STORE_FILE), join(directory, `${STORE_FILE}-wal`)];
+    const body = new Uint8Array(1000).fill(7);
+    const messages: StoredMessage[] = [];
+    for (let batch = 0; batch < 20; batch++) {
+      const appends = [];
+      for (let i = 0; i < 250; i++) {
+        const message = storedMessage(batch * 250 + i, { body });
+        messages.push(message);
+        appends.push(store.append(message));
+      }
+      await Promise.all(appends);
+    }
+    const grown = sizeOf(db);
+    expect(grown).toBeGreaterThan(4 * 1024 * 1024);
+    // Ten rows spread over the whole file stay: the vacuum has to move them, not only cut the end.
+    const kept = messages.filter((_, i) => i % 500 === 0);
+    for (const message of messages) if (!kept.includes(message)) store.remove(message);
+    await waitFor(() => store.pending === 0, 5000, "every delete committed");
+    expect(sizeOf(db)).toBeGreaterThanOrEqual(grown); // deletes alone give nothing back
+
+    for (let step = 0; step < 1000 && (sizeOf(db) > 128 * 1024 || sizeOf(wal) > 0); step++) store.reclaim();
+    expect(sizeOf(db)).toBeLessThan(128 * 1024);
+    expect(sizeOf(wal)).toBe(0); // the last step is a truncating checkpoint
+    expect(store.stats.reclaimedPages).toBeGreaterThan(1000);
+    expect(store.stats.reclaimSteps).toBeGreaterThan(1);
+    expect(store.load().map((message) => message.id)).toEqual(kept.map((message) => message.id));
+
+    // Nothing more to give back: a step costs nothing and writes nothing.
+    const steps = store.stats.reclaimSteps;
+    store.reclaim();
+    expect(store.stats.reclaimSteps).toBe(steps);
+    // And the store goes on: a removal of a kept row and a new append, read back after a reopen.
+    store.remove(kept[0]!);
+    await store.append(storedMessage(10_000));
+    store.close();
+    const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+    expect(reopened.load().map((message) => message.id)).toEqual([...kept.slice(1), storedMessage(10_000)].map((message) => message.id));
+    reopened.close();
+  });
+});
+
+it("SqliteStore creates its database in incremental vacuum mode", async () => {
+  await withStore({}, async (store, directory) => {
+    store.close();
+    const db = new Database(join(directory, STORE_FILE), { readonly: true });
+    expect(db.query("PRAGMA auto_vacuum").get()).toEqual({ auto_vacuum: 2 });
+    db.close();
+  });
+});
+
+it("SqliteStore keeps a reserve file; a commit that meets a full disk empties it, and a send writes it again once the disk has room", async () => {
+  let failing = false;
+  const logger = memoryLogger();
+  const beforeCommit = () => {
+    if (failing) throw diskFull();
+  };
+  await withStore({ beforeCommit, logger, retryIntervalMs: 5 }, async (store, directory) => {
+    const reserve = join(directory, RESERVE_FILE);
+    expect(sizeOf(reserve)).toBe(RESERVE_BYTES);
+    const stored = storedMessage(1);
+    await store.append(stored);
+    failing = true;
+    expect((await storeRejection(store.append(storedMessage(2)))).code).toBe("STORE_UNAVAILABLE");
+    expect(sizeOf(reserve)).toBe(0);
+    expect(existsSync(reserve)).toBe(true); // empty, not gone: a restart knows the reserve is in use
+    expect(logger.lines.filter((line) => line.includes(`disk full: reserve of ${RESERVE_BYTES} bytes released`)).length).toBe(1);
+    // Removes are still retried while it is in use (they free space).
+    store.remove(stored);
+    await waitFor(() => store.stats.failedCommits >= 2, 2000, "the remove retried");
+    failing = false;
+    // This disk has room: the next send finds it, writes the reserve again and is stored.
+    await store.append(storedMessage(3));
+    expect(sizeOf(reserve)).toBe(RESERVE_BYTES);
+    expect(logger.lines.some((line) => line.includes("disk has room again: reserve restored, sends accepted"))).toBe(true);
+    await waitFor(() => store.pending === 0, 2000, "the remove committed");
+    expect(store.load().map((message) => message.id)).toEqual([storedMessage(3).id]);
+  });
+});
+
+it("SqliteStore opened with its reserve in use (an empty file) writes it again when the disk has room", () => {
+  const directory = temps.make();
+  writeFileSync(join(directory, RESERVE_FILE), new Uint8Array(0));
+  const store = new SqliteStore({ directory, logger: memoryLogger() });
+  expect(sizeOf(join(directory, RESERVE_FILE))).toBe(RESERVE_BYTES);
+  store.close();
+});
