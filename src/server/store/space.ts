@@ -9,10 +9,14 @@
  * length (the header page: a few µs) and, while it holds RECLAIM_MIN_PAGES and a quarter of the
  * file, runs one `PRAGMA incremental_vacuum(n)`: the last pages in use move into free ones and the
  * end is cut off. That is a commit of its own (not fsynced, like the commits of acks), and the
- * group commit waits for it, so `n` adapts to keep a step near STEP_TARGET_MS. The file shrinks at
- * the next checkpoint; once the freelist is short again, one `wal_checkpoint(TRUNCATE)` cuts both
- * the file and the WAL. The same checkpoint runs when the WAL grew past WAL_SIZE_LIMIT (a large
- * transaction) and no commit came since to cut it back.
+ * group commit waits for it, so `n` adapts to keep a step near STEP_TARGET_MS. While the store
+ * writes more than BUSY_ROWS_PER_SECOND (a drain in progress: the pages at the end of the file,
+ * which a step would move, are the next it frees anyway) one step runs every BUSY_STEP_MS at
+ * most, else one per tick. The file shrinks at the next checkpoint; once the freelist is short
+ * again, one `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint runs
+ * when the WAL grew past WAL_SIZE_LIMIT (a large transaction) and no commit came since to cut it
+ * back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
+ * longer: its fsync, as for a commit that checkpoints (scenario (g): 14–22 ms on the 2-core box).
  *
  * A full disk. A commit that meets a full disk may leave the WAL holding pages beyond the end of
  * the database file: a checkpoint must grow the file to copy them, and until one completes nothing
@@ -45,6 +49,10 @@ export const RESERVE_MARGIN = WAL_SIZE_LIMIT;
 export const RECLAIM_MIN_PAGES = 64;
 /** About how long one vacuum step may block the event loop (ms). */
 export const STEP_TARGET_MS = 4;
+/** Rows inserted and deleted per second above which the store is busy (a drain, a burst). */
+export const BUSY_ROWS_PER_SECOND = 1000;
+/** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
+export const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
 const MAX_STEP_PAGES = 16_384;
 /** How often, while the reserve is in use, the free space is read to write it again. */
@@ -86,6 +94,10 @@ export class StoreSpace {
   #walCheckedAt = -Infinity;
   #failedAt = -Infinity;
   #fullCheckpointAt = -Infinity;
+  #steppedAt = -Infinity;
+  /** Rows the store had written (inserted and deleted) at the last call, and when. */
+  #rowsSeen = 0;
+  #calledAt = -Infinity;
 
   constructor(db: Database, options: StoreSpaceOptions) {
     this.#db = db;
@@ -131,7 +143,11 @@ export class StoreSpace {
   reclaim(): void {
     const now = performance.now();
     const short = this.short;
-    if (now - this.#failedAt < RETRY_MS) return;
+    const rows = this.#stats.inserted + this.#stats.deleted;
+    const busy = (rows - this.#rowsSeen) * 1000 > BUSY_ROWS_PER_SECOND * (now - this.#calledAt);
+    this.#rowsSeen = rows;
+    this.#calledAt = now;
+    if (now - this.#failedAt < RETRY_MS || (busy && !short && now - this.#steppedAt < BUSY_STEP_MS)) return;
     try {
       const free = this.#vacuumable ? this.#freelist.get()!.freelist_count : 0;
       if (free > 0 && (short || (free >= RECLAIM_MIN_PAGES && free * 4 >= this.#pageCount.get()!.page_count))) {
@@ -189,6 +205,7 @@ export class StoreSpace {
 
   #count(started: number): void {
     const elapsed = performance.now() - started;
+    this.#steppedAt = started;
     this.#stats.reclaimSteps++;
     if (elapsed > this.#stats.maxReclaimMs) this.#stats.maxReclaimMs = elapsed;
   }
