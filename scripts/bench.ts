@@ -23,7 +23,8 @@
  *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
  *   (g) backlog     fill 20,000,000 messages (--backlog-count; 200,000 with --quick) into one fsync
  *                   queue with no consumer, kill -9, restart, drain with one consumer (prefetch
- *                   1000); run once (scripts/bench/backlog.ts)
+ *                   1000); the data directory's size after the drain (disk given back) and the
+ *                   longest confirmation of a 100 msg/s probe meanwhile; run once (scripts/bench/backlog.ts)
  *
  * Figures are taken at steady state: the first 25% of the messages of (a), (b), (d)–(f) and the
  * first 10 s of (c) are warm-up (JIT compilation), left out of the rate and the latency; the
@@ -369,7 +370,8 @@ async function main(): Promise<number> {
       for (const check of checks) console.log(`  ${check.pass ? "PASS" : "MISS"} ${check.line}`);
       const missed = checks.filter((check) => !check.pass).length;
       const line = `g: ${missed === 0 ? "PASS" : `MISS (${missed} of ${checks.length})`} (fill ${fmt(backlog.fillRate)} msg/s, ` +
-        `drain ${fmt(backlog.drainRate)} msg/s, restart ${backlog.restartMs.toFixed(0)} ms, lost ${backlog.lost})`;
+        `drain ${fmt(backlog.drainRate)} msg/s, restart ${backlog.restartMs.toFixed(0)} ms, ` +
+        `data directory ${backlog.diskSettledMiB.toFixed(1)} MiB after the drain, lost ${backlog.lost})`;
       console.log(`  ${line}\n`);
       verdicts.push(line);
       results.g = { title: "(g) backlog", pass: missed === 0, ...backlog };

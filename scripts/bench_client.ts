@@ -6,7 +6,8 @@
  *
  * Roles:
  *   publisher  sends `count` messages, keeping at most `window` unconfirmed `send()` promises
- *   rate       sends `rate` msg/s for `warmupSeconds + seconds`, paced in small batches every ms
+ *   rate       sends `rate` msg/s for `warmupSeconds + seconds`, paced in small batches every ms;
+ *              on SIGTERM it prints `partial` with its confirmations so far (a probe of pauses)
  *   consumer   consume(channel, …, { prefetch }) and done() each message, until `count` unique
  *   listener   listen(channel, …) with its own clientId, until `count` unique
  *
@@ -273,6 +274,20 @@ async function publishAtRate(options: Options): Promise<void> {
   let maxBehindMs = 0;
   let lastSendAt = 0;
   const confirmations = new Confirmations(total);
+  // The longest send → confirm, and the sends that waited more than 20 ms (when, how long).
+  let maxConfirmMs = 0;
+  const slowConfirms: [sentAt: number, ms: number][] = [];
+  const confirmed = (sentAt: number) => () => {
+    const ms = now() - sentAt;
+    if (ms > maxConfirmMs) maxConfirmMs = ms;
+    if (ms > 20 && slowConfirms.length < 10_000) slowConfirms.push([round(sentAt), round(ms)]);
+    confirmations.ok();
+  };
+  process.once("SIGTERM", () => {
+    const { confirmed, failed, firstError } = confirmations;
+    emit("partial", { role: "publisher", sent, confirmed, failed, firstError, maxConfirmMs: round(maxConfirmMs), slowConfirms });
+    process.exit(2);
+  });
 
   const startCpu = cpu();
   const firstAt = now();
@@ -284,7 +299,7 @@ async function publishAtRate(options: Options): Promise<void> {
     if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
     while (sent < due) {
       if (sent === warmup) warmAt = now();
-      mq.send(options.channel, payload(sent)).then(confirmations.ok, confirmations.error);
+      mq.send(options.channel, payload(sent)).then(confirmed(now()), confirmations.error);
       sent++;
     }
     if (sent < total) setTimeout(tick, 1);
@@ -294,6 +309,7 @@ async function publishAtRate(options: Options): Promise<void> {
   await confirmations.finished;
   await finishPublisher(mq, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
+    maxConfirmMs: round(maxConfirmMs),
     maxBatch,
     maxBehindMs: round(maxBehindMs),
   });

@@ -7,8 +7,16 @@
  * and, for the restarted process, over the drain), restart-to-listening (spawn to the "listening"
  * line, Bun's own start included), drain rate, RSS right after the drain and how long RSS took to
  * come back within 2× of the idle broker's (at most 60 s), and lost = confirmed - received.
+ *
+ * Disk given back: the data directory's size (every file in it) at the end of the fill, right
+ * after the drain, and once a second after it until it is within BACKLOG_TARGETS.diskMiB (at most 60 s).
+ * A probe publisher sends PROBE_RATE msg/s of its own queue (fsync, nobody consumes them: about
+ * 200 bytes of store each) from the start of the drain until then; its longest send → confirm,
+ * during the drain and after it, is the longest pause a sender saw while the store drained and
+ * gave its space back. The store's own slowest commit and slowest reclaim step come from its
+ * "store closed" line.
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, ROOT, tempDirs, withTimeout } from "./processes.ts";
@@ -19,6 +27,9 @@ import { BUN_FLAGS } from "./run.ts";
 const BUN = process.execPath;
 const CLIENT = join(ROOT, "scripts", "bench_client.ts");
 const CHANNEL = "bench-backlog/v1/work";
+const PROBE_CHANNEL = "bench-probe/v1/probe";
+/** Probe sends per second during the drain and while the disk is given back. */
+const PROBE_RATE = 100;
 const MIB = 1024 * 1024;
 
 export interface BacklogResult {
@@ -36,6 +47,19 @@ export interface BacklogResult {
   /** Seconds after the drain until RSS was within 2× idle (null: not within 60 s), and RSS then. */
   settleSeconds: number | null;
   settledMiB: number;
+  /** The data directory (MiB): after the fill, right after the drain, and when it was within the target (or 60 s later). */
+  diskFilledMiB: number;
+  diskAfterDrainMiB: number;
+  diskSettledMiB: number;
+  /** Seconds after the drain until the data directory was within BACKLOG_TARGETS.diskMiB (null: not within 60 s). */
+  diskSettleSeconds: number | null;
+  /** The probe's longest send → confirm (ms) during the drain, and after it while the disk was given back. */
+  probeMaxConfirmDrainMs: number;
+  probeMaxConfirmAfterMs: number;
+  /** From the store's "store closed" line: slowest commit and slowest reclaim step (ms), pages given back. */
+  maxCommitMs: number | null;
+  maxReclaimMs: number | null;
+  reclaimedPages: number | null;
   confirmed: number;
   received: number;
   duplicates: number;
@@ -43,7 +67,14 @@ export interface BacklogResult {
 }
 
 /** Targets of the issue, on the 2-core box. */
-export const BACKLOG_TARGETS = { peakMiB: 256, restartMs: 2000, drainRate: 150_000 };
+export const BACKLOG_TARGETS = { peakMiB: 256, restartMs: 2000, drainRate: 150_000, diskMiB: 32, pauseMs: 50 };
+
+/** Bytes of every file in `directory` (not recursive: the store keeps no folders). */
+async function directoryMiB(directory: string): Promise<number> {
+  let bytes = 0;
+  for (const name of await readdir(directory)) bytes += (await stat(join(directory, name))).size;
+  return bytes / MIB;
+}
 
 async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
@@ -92,7 +123,10 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
     const published = await publisher.waitJson<PublisherResult>("result");
     const fillPeakMiB = (await memory(first.child.pid)).hwm;
     const fillRate = published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000);
-    log(`fill: ${fmt(published.confirmed)} confirmed at ${fmt(fillRate)} msg/s, broker peak RSS ${fillPeakMiB.toFixed(0)} MiB`);
+    const dataDirectory = join(dir, "data");
+    const diskFilledMiB = await directoryMiB(dataDirectory);
+    log(`fill: ${fmt(published.confirmed)} confirmed at ${fmt(fillRate)} msg/s, broker peak RSS ${fillPeakMiB.toFixed(0)} MiB, ` +
+      `data directory ${diskFilledMiB.toFixed(1)} MiB`);
 
     // kill -9, restart on the same data directory.
     first.child.proc.kill("SIGKILL");
@@ -102,7 +136,17 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
     const restartedMiB = (await memory(second.child.pid)).rss;
     log(`restart: listening after ${second.listenMs.toFixed(0)} ms, RSS ${restartedMiB.toFixed(0)} MiB`);
 
-    // Drain: one consumer, prefetch 1000.
+    // Drain: one consumer, prefetch 1000; the probe measures confirmations meanwhile.
+    const probe = client("rate", {
+      hosts: [`127.0.0.1:${second.port}@broker-1`],
+      keysDirectory,
+      channel: PROBE_CHANNEL,
+      clientId: "bench-backlog-probe",
+      rate: PROBE_RATE,
+      seconds: 3600, // stopped (SIGTERM) once the disk settled
+    });
+    children.push(probe);
+    await withTimeout(probe.waitFor("ready"), 10_000, "the probe did not connect");
     const consumer = client("consumer", {
       hosts: [`127.0.0.1:${second.port}@broker-1`],
       keysDirectory,
@@ -122,24 +166,45 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
       return partial;
     });
     const drained = await memory(second.child.pid);
+    const drainedAt = performance.timeOrigin + performance.now();
+    const diskAfterDrainMiB = await directoryMiB(dataDirectory);
     const drainRate = received.received / ((received.lastAt - received.firstAt) / 1000);
-    log(`drain: ${fmt(received.received)} at ${fmt(drainRate)} msg/s, RSS after ${drained.rss.toFixed(0)} MiB, peak ${drained.hwm.toFixed(0)} MiB`);
+    log(`drain: ${fmt(received.received)} at ${fmt(drainRate)} msg/s, RSS after ${drained.rss.toFixed(0)} MiB, peak ${drained.hwm.toFixed(0)} MiB, ` +
+      `data directory ${diskAfterDrainMiB.toFixed(1)} MiB`);
 
-    // Memory coming back: sampled every second for at most 60 s.
+    // Memory and disk coming back: sampled every second for at most 60 s.
     let settleSeconds: number | null = null;
     let settledMiB = drained.rss;
-    for (let second_ = 0; second_ <= 60; second_++) {
-      settledMiB = (await memory(second.child.pid)).rss;
-      if (settledMiB <= 2 * idleMiB) {
-        settleSeconds = second_;
-        break;
+    let diskSettleSeconds: number | null = null;
+    let diskSettledMiB = diskAfterDrainMiB;
+    for (let second_ = 0; second_ <= 60 && (settleSeconds === null || diskSettleSeconds === null); second_++) {
+      if (settleSeconds === null) {
+        settledMiB = (await memory(second.child.pid)).rss;
+        if (settledMiB <= 2 * idleMiB) settleSeconds = second_;
       }
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      if (diskSettleSeconds === null) {
+        diskSettledMiB = await directoryMiB(dataDirectory);
+        if (diskSettledMiB <= BACKLOG_TARGETS.diskMiB) diskSettleSeconds = second_;
+      }
+      if (settleSeconds === null || diskSettleSeconds === null) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
+    log(`disk: data directory ${diskSettledMiB.toFixed(1)} MiB ${diskSettleSeconds === null ? "60 s" : `${diskSettleSeconds} s`} after the drain`);
+    probe.proc.kill("SIGTERM");
+    const probed = await withTimeout(probe.waitJson<ProbeResult>("partial"), 5000, "the probe did not report");
+    const slowest = (during: boolean) =>
+      Math.max(0, ...probed.slowConfirms.filter(([sentAt]) => (sentAt < drainedAt) === during).map(([, ms]) => ms));
+    const probeMaxConfirmDrainMs = slowest(true);
+    const probeMaxConfirmAfterMs = slowest(false);
+    log(`probe: ${fmt(probed.confirmed)} sends confirmed at ${PROBE_RATE} msg/s, ${probed.failed} refused; longest confirm ` +
+      `${probeMaxConfirmDrainMs.toFixed(1)} ms during the drain, ${probeMaxConfirmAfterMs.toFixed(1)} ms after it (0: none over 20 ms)`);
     await second.child.stop(10_000);
-    // The store's own account of the drain: commits, deletes, delivery-count updates.
+    // The store's own account of the drain: commits, deletes, delivery-count updates, space given back.
     const closed = [...second.child.lines, ...second.child.stderr.split("\n")].find((line) => line.includes("store closed"));
-    if (closed) log(`drain: store ${/commits=.*maxCommitMs=[\d.]+/.exec(closed)?.[0] ?? closed}`);
+    if (closed) log(`drain: store ${/commits=.*maxReclaimMs=[\d.]+/.exec(closed)?.[0] ?? closed}`);
+    const figure = (name: string) => {
+      const value = closed ? new RegExp(`${name}=([\\d.]+)`).exec(closed)?.[1] : undefined;
+      return value === undefined ? null : Number(value);
+    };
     return {
       count,
       fillRate,
@@ -152,6 +217,15 @@ export async function runBacklog(count: number, log: (line: string) => void): Pr
       afterDrainMiB: drained.rss,
       settleSeconds,
       settledMiB,
+      diskFilledMiB,
+      diskAfterDrainMiB,
+      diskSettledMiB,
+      diskSettleSeconds,
+      probeMaxConfirmDrainMs,
+      probeMaxConfirmAfterMs,
+      maxCommitMs: figure("maxCommitMs"),
+      maxReclaimMs: figure("maxReclaimMs"),
+      reclaimedPages: figure("reclaimedPages"),
       confirmed: published.confirmed,
       received: received.received,
       duplicates: received.duplicates,
@@ -178,6 +252,24 @@ export function backlogVerdicts(r: BacklogResult): { line: string; pass: boolean
       } MiB (target ≤ 2× idle within 60 s)`,
       pass: r.settleSeconds !== null,
     },
+    {
+      line: `data directory ${r.diskSettledMiB.toFixed(1)} MiB ${r.diskSettleSeconds === null ? "60 s" : `${r.diskSettleSeconds} s`} after the drain, ` +
+        `${r.diskFilledMiB.toFixed(0)} MiB full (target ≤ ${t.diskMiB} MiB within 60 s)`,
+      pass: r.diskSettleSeconds !== null,
+    },
+    {
+      line: `longest confirmation while the disk was given back ${r.probeMaxConfirmAfterMs.toFixed(1)} ms ` +
+        `(target ≤ ${t.pauseMs}; during the drain ${r.probeMaxConfirmDrainMs.toFixed(1)} ms)`,
+      pass: r.probeMaxConfirmAfterMs <= t.pauseMs,
+    },
     { line: `lost ${r.lost} (target 0)`, pass: r.lost === 0 },
   ];
+}
+
+/** What the probe (`rate` role) prints when it is stopped. */
+interface ProbeResult {
+  confirmed: number;
+  failed: number;
+  maxConfirmMs: number;
+  slowConfirms: [sentAt: number, ms: number][];
 }
