@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { memoryLogger } from "../../../src/server/log.ts";
 import { STORE_FILE } from "../../../src/server/store/record.ts";
 import { RESERVE_BYTES, RESERVE_FILE } from "../../../src/server/store/space.ts";
-import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
+import { SqliteStore, WAL_SIZE_LIMIT } from "../../../src/server/store/sqlite_store.ts";
 import type { StoredMessage } from "../../../src/server/store/store.ts";
 import { waitFor } from "../../helpers/broker.ts";
 import { sqliteStoreFixture, storeRejection } from "../../helpers/sqlite_store.ts";
@@ -61,6 +61,18 @@ it("SqliteStore.reclaim() hands the pages of removed rows back to the file syste
     const reopened = new SqliteStore({ directory, logger: memoryLogger() });
     expect(reopened.load().map((message) => message.id)).toEqual([...kept.slice(1), storedMessage(10_000)].map((message) => message.id));
     reopened.close();
+  });
+});
+
+it("SqliteStore.reclaim() truncates a WAL that one large transaction grew past WAL_SIZE_LIMIT, when no commit cut it back", async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const wal = join(directory, `${STORE_FILE}-wal`);
+    const body = new Uint8Array(1000);
+    await Promise.all(Array.from({ length: 4000 }, (_, n) => store.append(storedMessage(n, { body })))); // one commit
+    expect(sizeOf(wal)).toBeGreaterThan(WAL_SIZE_LIMIT * 2);
+    store.reclaim();
+    expect(sizeOf(wal)).toBe(0);
+    expect(store.load().length).toBe(4000);
   });
 });
 
