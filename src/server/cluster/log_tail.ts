@@ -14,11 +14,15 @@ interface Entry {
   frame: Uint8Array;
   /** The message id of an APPEND (what undoing it drops); null for a REMOVE. */
   appended: string | null;
+  /** Bytes of every entry pushed up to this one, counted from the tail's start: a lag in bytes is one subtraction. */
+  end: number;
 }
 
 export class LogTail {
   readonly #entries = new Deque<Entry>();
   #bytes = 0;
+  /** Bytes of every entry pushed since the tail was made or reset (what `end` counts from). */
+  #pushed = 0;
   /** The index of the entry before the first kept one: entries after it are all here. */
   #base: number;
 
@@ -50,7 +54,8 @@ export class LogTail {
       // A gap (entries lost on the way cannot be): what is kept no longer runs up to `index`.
       this.reset(index - 1);
     }
-    this.#entries.push({ index, frame, appended });
+    this.#pushed += frame.length;
+    this.#entries.push({ index, frame, appended, end: this.#pushed });
     this.#bytes += frame.length;
     while (this.#bytes > this.maxBytes && this.#entries.length > 1) {
       const dropped = this.#entries.shift()!;
@@ -64,7 +69,10 @@ export class LogTail {
     return index >= this.#base && index <= this.last;
   }
 
-  /** The frames of the entries after `index`, oldest first (a copy of the list: entries may go meanwhile). */
+  /**
+   * The frames of the entries after `index`, oldest first. The list is taken now (entries may go
+   * or be truncated while a slow slave is sent them), but holds the same frames, never a copy.
+   */
   framesAfter(index: number): Uint8Array[] {
     const frames: Uint8Array[] = [];
     // Entries have consecutive indexes: the first one wanted is at a known place.
@@ -72,15 +80,11 @@ export class LogTail {
     return frames;
   }
 
-  /** Bytes of the entries after `index`: read from the newest back, so it costs what lies after `index`. */
+  /** Bytes of the entries after `index` (all of them when `index` is older than the tail). */
   bytesAfter(index: number): number {
-    let bytes = 0;
-    for (let i = this.#entries.length - 1; i >= 0; i--) {
-      const entry = this.#entries.at(i)!;
-      if (entry.index <= index) break;
-      bytes += entry.frame.length;
-    }
-    return bytes;
+    if (this.#entries.length === 0 || index >= this.last) return 0;
+    const pushedBefore = index <= this.#base ? this.#entries.at(0)!.end - this.#entries.at(0)!.frame.length : this.#entries.at(index - this.#base - 1)!.end;
+    return this.#pushed - pushedBefore;
   }
 
   /** Drops the entries after `index`; returns the message ids they appended, oldest first. */
@@ -89,6 +93,7 @@ export class LogTail {
     while (this.#entries.length > 0 && this.#entries.last()!.index > index) {
       const entry = this.#entries.pop()!;
       this.#bytes -= entry.frame.length;
+      this.#pushed -= entry.frame.length;
       if (entry.appended !== null) appended.push(entry.appended);
     }
     if (this.#base > index) this.#base = index;

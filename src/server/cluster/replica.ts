@@ -210,8 +210,11 @@ export function snapshotCatchUp(snapshot: Snapshot, index: number, history: [num
 
 /** A catch-up from a position: RESUME (go back to `from`), then the retained entries after it. */
 export function positionCatchUp(from: number, to: number, entries: Uint8Array[], history: [number, number][]): CatchUp {
-  const resume = frame(encode([OP.RESUME, from, { from, to, history }]));
-  return { kind: "position", frames: [resume, ...entries][Symbol.iterator](), count: entries.length + 1, index: to };
+  function* frames(): Generator<Uint8Array> {
+    yield frame(encode([OP.RESUME, from, { from, to, history }]));
+    yield* entries;
+  }
+  return { kind: "position", frames: frames(), count: entries.length + 1, index: to };
 }
 
 /** The APPEND frame of a message, with its log index. */

@@ -126,6 +126,26 @@ describe("catch-up from a position", () => {
     expect(replication.snapshotsSent).toBe(3);
   });
 
+  it("the tail's bytes after an index equal the sum of the frames kept after it, through drops, truncations and gaps", () => {
+    const tail = new LogTail(0, 200);
+    const sumAfter = (index: number) => {
+      let bytes = 0;
+      for (let i = tail.base + 1; i <= tail.last; i++) if (i > index) bytes += tail.framesAfter(i - 1)[0]!.length;
+      return bytes;
+    };
+    for (let step = 0; step < 300; step++) {
+      const roll = (step * 7919) % 23;
+      const bytes = new Uint8Array(1 + (step % 17));
+      if (roll === 0) tail.truncate(Math.max(tail.base, tail.last - 3));
+      else if (roll === 1) tail.push(tail.last + 5, bytes, null); // a gap: the tail starts again after it
+      else tail.push(tail.last + 1, bytes, `m${tail.last + 1}`);
+      for (const probe of [tail.base - 2, tail.base, tail.base + 1, Math.floor((tail.base + tail.last) / 2), tail.last, tail.last + 3]) {
+        expect(tail.bytesAfter(probe)).toBe(sumAfter(probe));
+      }
+      expect(tail.bytesAfter(tail.base)).toBe(tail.bytes);
+    }
+  });
+
   it("a position saved in the store comes back after a restart, and a snapshot not yet stored claims none", () => {
     const store = new MemoryStore();
     const before = new LogPositions(store, () => {});
