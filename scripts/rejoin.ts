@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { waitFor } from "../tests/helpers/broker.ts";
-import { harnessClientOptions } from "../tests/helpers/crash.ts";
+import { harnessClientOptions, tally } from "../tests/helpers/crash.ts";
 import { startEtcd } from "../tests/helpers/etcd.ts";
 import { count, makeNodes, type Node } from "./failover/nodes.ts";
 
@@ -166,14 +166,16 @@ async function main(): Promise<number> {
   const consumer = new Client();
   consumer.on("error", () => {});
   await consumer.connect(harnessClientOptions(nodes.map((node) => node.host), "rejoin-consumer", WINDOW));
-  const received = new Set<number>();
+  const received = new Map<number, number>();
   await consumer.consume("rejoin/v1/*", (error, message, done) => {
     if (error) return;
-    received.add((message as { n: number }).n);
+    const n = (message as { n: number }).n;
+    received.set(n, (received.get(n) ?? 0) + 1);
     done();
   }, { prefetch: 1000 }).ready;
   await waitFor(() => [...confirmed].every((n) => received.has(n)), 300_000, "every confirmed message consumed").catch(() => {});
-  const lost = [...confirmed].filter((n) => !received.has(n)).length;
+  const { lost: lostIds, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 500);
+  const lost = lostIds.length;
   const refusedTotal = [...refused.values()].reduce((a, b) => a + b, 0);
   const summary = {
     backlog: BACKLOG,
@@ -187,6 +189,8 @@ async function main(): Promise<number> {
     refusedByCode: Object.fromEntries(refused),
     confirmed: confirmed.size,
     lost,
+    duplicates,
+    unconfirmedDelivered,
   };
   if (values.json) console.log(JSON.stringify(summary));
   console.log(
@@ -195,7 +199,7 @@ async function main(): Promise<number> {
       `(${summary.rejoinBytes} bytes sent to it); sends refused to the application: ${refusedTotal} ` +
       `${JSON.stringify(summary.refusedByCode)}`,
   );
-  console.log(`confirmed: ${confirmed.size}, lost: ${lost}`);
+  console.log(`confirmed: ${confirmed.size}, lost: ${lost}, duplicates: ${duplicates}, delivered but never confirmed: ${unconfirmedDelivered}`);
   await Promise.all([publisher.disconnect(), consumer.disconnect()]);
   return lost === 0 ? 0 : 1;
 }
