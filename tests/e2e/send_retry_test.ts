@@ -9,6 +9,7 @@ import { KittenError } from "../../mod.ts";
 import { encode, OP } from "../../src/protocol/mod.ts";
 import { rejection, uniqueClientId, waitFor } from "../helpers/broker.ts";
 import { Peers, range } from "../helpers/peers.ts";
+import { startRelay } from "../helpers/relay.ts";
 import { dial, hello } from "../helpers/wire.ts";
 
 const peers = new Peers();
@@ -64,3 +65,44 @@ it("e2e: a send refused with NOT_ENOUGH_REPLICAS, then sent again after a later 
   wire.close();
   expect(master!.live("dedup/v1")).toBe(2);
 }, 20_000);
+
+// A send the master stored and streamed, that its replica dropped out before confirming, is kept
+// there; a resend of it (same id) must be streamed again and wait for the in-sync set, not be
+// confirmed at once as one the master holds (commit 27830f0).
+it("e2e: a send whose replica dropped out before confirming it is kept, and its resend is refused while too few brokers are in sync, then streamed again and confirmed with the replica", async () => {
+  const [master, slave] = await peers.cluster(2, { cluster: { minInSyncReplicas: 2 } });
+  const relay = await startRelay(master!.port);
+  peers.cleanup.defer(() => relay.close());
+  slave!.peers = [relay.host("b0")]; // the slave's stream from the master goes through the relay
+  master!.start();
+  slave!.start();
+  await waitFor(() => master!.broker.cluster.status().inSync.length === 2, 10_000, "slave in sync");
+  const wire = await dial(master!.port);
+  peers.cleanup.defer(() => wire.close());
+  await hello(wire, uniqueClientId());
+
+  relay.freeze(); // the slave is still in sync, and gets nothing more
+  wire.send([OP.SEND, 1, "kept/v1/x", "kept.0", encode({ n: 0 })]);
+  await waitFor(() => master!.live("kept/v1") === 1, 5_000, "the master holds it");
+  relay.down();
+  relay.cut(); // the slave drops out before it confirmed the message
+  const refused = await wire.expect(OP.ERROR, 5_000);
+  expect([refused[1], refused[2]]).toEqual([1, "NOT_ENOUGH_REPLICAS"]);
+  expect(master!.live("kept/v1")).toBe(1); // kept
+
+  // Sent again while the master is alone: refused, not confirmed on the master alone.
+  wire.send([OP.SEND, 2, "kept/v1/x", "kept.0", encode({ n: 0 })]);
+  const alone = await wire.expectAny([OP.OK, OP.ERROR], 5_000);
+  expect([alone[0], alone[1], alone[2]]).toEqual([OP.ERROR, 2, "NOT_ENOUGH_REPLICAS"]);
+
+  relay.open();
+  await waitFor(() => master!.broker.cluster.status().inSync.length === 2, 10_000, "slave in sync again");
+  const index = master!.broker.cluster.replication.index;
+  wire.send([OP.SEND, 3, "kept/v1/x", "kept.0", encode({ n: 0 })]);
+  expect((await wire.expect(OP.OK, 5_000))[1]).toEqual([3]);
+  // Streamed again (one more entry in the log), and confirmed once the slave acknowledged it.
+  expect(master!.broker.cluster.replication.index).toBe(index + 1);
+  expect(master!.broker.cluster.status().replicas[0]!.ackedIndex).toBeGreaterThanOrEqual(index + 1);
+  expect(master!.live("kept/v1")).toBe(1); // not queued twice
+  expect(slave!.live("kept/v1")).toBe(1);
+}, 30_000);
