@@ -321,6 +321,23 @@ async function lostOf(hosts: string[], queue: string, confirmed: Set<number>, ti
   return [...confirmed].filter((n) => !received.has(n)).sort((a, b) => a - b);
 }
 
+/** Nothing the client gave up on, and every message confirmed to it delivered by `hosts` in the end. */
+async function expectNoneLost(publisher: ReturnType<typeof sender>, hosts: string[], queue: string): Promise<void> {
+  expect(publisher.failures).toEqual([]);
+  expect(await lostOf(hosts, queue, publisher.confirmed)).toEqual([]);
+}
+
+/** Three brokers (b0 master) in sync, and a publisher to all three with `backlog` sends to `queue` confirmed by all. */
+async function threeInSync(queue: string, backlog: number) {
+  const procs = await brokersOf(3);
+  await startAll(procs);
+  await inSync(procs[0]!, ["b1", "b2"]);
+  const publisher = sender(await client(procs.map((p) => p.host)), queue);
+  await publisher.sendAll(0, backlog);
+  await acknowledged(procs[0]!);
+  return { procs: procs as [Proc, Proc, Proc], publisher };
+}
+
 // ── (a) the master killed while a slave catches up from its position ─────────────────────────
 
 it("catch-up after kill -9: the master killed while a slave catches up from its position — etcd elects another, the slave resumes from it, nothing confirmed is lost", async () => {
@@ -370,9 +387,8 @@ it("catch-up after kill -9: the master killed while a slave catches up from its 
   await acknowledged(next);
   expect([await next.stored(queue), await late.stored(queue), await first.stored(queue)]).toEqual([10_000, 10_000, 10_000]);
 
-  expect(publisher.failures).toEqual([]);
   expect(publisher.confirmed.size).toBe(10_000);
-  expect(await lostOf(procs.map((p) => p.host), queue, publisher.confirmed)).toEqual([]);
+  await expectNoneLost(publisher, procs.map((p) => p.host), queue);
 }, 60_000);
 
 // ── (b) a slave ahead of the next master ───────────────────────────────────────────────────
@@ -418,21 +434,14 @@ it("catch-up after kill -9: a slave that got entries the next master never had g
   await acknowledged(b1);
   expect([await b1.stored(queue), await b2.stored(queue), await b0.stored(queue)]).toEqual([2_500, 2_500, 2_500]);
 
-  expect(publisher.failures).toEqual([]);
-  expect(await lostOf(procs.map((p) => p.host), queue, publisher.confirmed)).toEqual([]);
+  await expectNoneLost(publisher, procs.map((p) => p.host), queue);
 }, 30_000);
 
 // ── (c) a position the master cannot serve ───────────────────────────────────────────────────
 
 it("catch-up after kill -9: a slave whose data folder was replaced gets a snapshot, with the reason logged, and holds what the master holds", async () => {
-  const procs = await brokersOf(3);
-  const [b0, b1, b2] = procs as [Proc, Proc, Proc];
-  await startAll(procs);
-  await inSync(b0, ["b1", "b2"]);
   const queue = "wiped/v1";
-  const publisher = sender(await client(procs.map((p) => p.host)), queue);
-  await publisher.sendAll(0, 3_000);
-  await acknowledged(b0);
+  const { procs: [b0, b1, b2], publisher } = await threeInSync(queue, 3_000);
 
   // First a kill -9 with the folder kept: the slave resumes from its position.
   await b2.kill();
@@ -455,19 +464,12 @@ it("catch-up after kill -9: a slave whose data folder was replaced gets a snapsh
   expect(await b0.stored(queue)).toBe(4_000);
   expect(await b2.stored(queue)).toBe(4_000);
 
-  expect(publisher.failures).toEqual([]);
-  expect(await lostOf([b0.host, b1.host, b2.host], queue, publisher.confirmed)).toEqual([]);
+  await expectNoneLost(publisher, [b0.host, b1.host, b2.host], queue);
 }, 30_000);
 
 it("catch-up after kill -9: a slave killed before its master restarted is older than the log that master kept, and gets a snapshot saying so", async () => {
-  const procs = await brokersOf(3);
-  const [b0, b1, b2] = procs as [Proc, Proc, Proc];
-  await startAll(procs);
-  await inSync(b0, ["b1", "b2"]);
   const queue = "tail/v1";
-  const publisher = sender(await client(procs.map((p) => p.host)), queue);
-  await publisher.sendAll(0, 2_000);
-  await acknowledged(b0);
+  const { procs: [b0, b1, b2], publisher } = await threeInSync(queue, 2_000);
 
   await b1.kill(); // its saved position is at index 2,000 at most
   await publisher.sendAll(2_000, 3_000); // b0 and b2 confirm
@@ -491,8 +493,7 @@ it("catch-up after kill -9: a slave killed before its master restarted is older 
   await publisher.sendAll(3_000, 3_200); // confirmed by all three again
   await acknowledged(b0);
   expect([await b0.stored(queue), await b1.stored(queue), await b2.stored(queue)]).toEqual([3_200, 3_200, 3_200]);
-  expect(publisher.failures).toEqual([]);
-  expect(await lostOf([b0.host, b1.host, b2.host], queue, publisher.confirmed)).toEqual([]);
+  await expectNoneLost(publisher, [b0.host, b1.host, b2.host], queue);
 }, 30_000);
 
 // ── (d) a snapshot cut short by the kill of the slave receiving it ───────────────────────────
@@ -528,8 +529,7 @@ it("catch-up after kill -9: a slave killed halfway through its snapshot complete
   await acknowledged(b0);
   expect([await b0.stored(queue), await b1.stored(queue), await b2.stored(queue)]).toEqual([20_100, 20_100, 20_100]);
 
-  expect(publisher.failures).toEqual([]);
-  expect(await lostOf([b0.host, b1.host], queue, publisher.confirmed)).toEqual([]);
+  await expectNoneLost(publisher, [b0.host, b1.host], queue);
 }, 60_000);
 
 // ── a master restarted after kill -9 ───────────────────────────────────────────────────────
