@@ -1,69 +1,41 @@
 /**
  * Shared setup of the several-brokers end-to-end tests (tests/e2e/cluster*_test.ts): brokers in
- * process that stop and come back on the same port with the same folder and store (`Node`),
- * subprocess brokers that are killed with SIGKILL (tests/helpers/crash.ts), clients of several
- * hosts, a TCP relay that can cut links, and a publisher that keeps a window of sends in flight.
+ * process that stop and come back on the same port with the same folder and store (`Node`, on
+ * tests/helpers/in_process_broker.ts), subprocess brokers that are killed with SIGKILL
+ * (tests/helpers/crash.ts), clients of several hosts, a TCP relay that can cut links
+ * (tests/helpers/relay.ts), and a publisher that keeps a window of sends in flight.
  *
  * Every broker of a cluster has the serviceId "broker-1" (the JWT audience); the host strings
  * differ by port.
  */
 import { afterEach } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
-import { connect, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { Client, type KittenError } from "../../mod.ts";
 import { Cleanup, clientOptions, freePort, type Received, waitFor } from "./broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "./crash.ts";
 import { TempDirs } from "./temp_dir.ts";
-import { parseConfig } from "../../src/server/config/config.ts";
-import { type Logger, memoryLogger } from "../../src/server/log.ts";
-import { type BrokerServer, startBroker } from "../../src/server/server.ts";
-import type { Broker } from "../../src/server/broker.ts";
+import { InProcessBroker } from "./in_process_broker.ts";
+import { startRelay } from "./relay.ts";
+import { type Config, parseConfig } from "../../src/server/config/config.ts";
 import type { Store } from "../../src/server/store/store.ts";
 
 // ── in-process brokers that can stop and come back (same port, same folder, same store) ──────
 
-export class Node {
-  server: BrokerServer | null = null;
-  port = 0;
-  /** One logger for every life of this broker: lines accumulate across restarts. */
-  readonly logger: Logger & { lines: string[] } = memoryLogger();
-
+export class Node extends InProcessBroker {
   constructor(
-    readonly name: string,
-    readonly dir: string,
-    public overrides: Record<string, unknown>,
+    name: string,
+    dir: string,
+    overrides: Record<string, unknown>,
     /** A store of our own (default: the one the config asks for). */
-    public makeStore?: () => Store,
-  ) {}
-
-  start(): this {
-    if (this.server) throw new Error(`${this.name} already runs`);
-    const config = parseConfig({
-      isManagementInterface: false,
-      registeredClientsPath: join(this.dir, "clients"),
-      dataDirectory: join(this.dir, "data"),
-      ...this.overrides,
-      socketServer: { port: this.port, host: "127.0.0.1" },
-    });
-    this.server = startBroker(config, { logger: this.logger, store: this.makeStore?.() });
-    this.port = this.server.port;
-    return this;
+    makeStore?: () => Store,
+  ) {
+    super(name, "broker-1", 0, dir, overrides);
+    this.makeStore = makeStore;
   }
 
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    await server?.stop();
-  }
-
-  get broker(): Broker {
-    if (!this.server) throw new Error(`${this.name} is not running`);
-    return this.server.broker;
-  }
-
-  get host(): string {
-    return `127.0.0.1:${this.port}@broker-1`;
+  config(): Config {
+    return parseConfig({ ...this.folders(), ...this.overrides, socketServer: { port: this.port, host: "127.0.0.1" } });
   }
 
   /** Messages with a live copy in `queue` on this broker. */
@@ -245,26 +217,9 @@ export function clusterFixture(): ClusterFixture {
   }
 
   async function relay(port: number): Promise<{ host: string; cut(): void }> {
-    const sockets: Socket[] = [];
-    const server = createServer((inbound) => {
-      const outbound = connect(port, "127.0.0.1");
-      sockets.push(inbound, outbound);
-      inbound.on("error", () => {});
-      outbound.on("error", () => {});
-      inbound.pipe(outbound);
-      outbound.pipe(inbound);
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    cleanup.defer(() => {
-      for (const socket of sockets) socket.destroy();
-      return new Promise((resolve) => server.close(() => resolve(undefined)));
-    });
-    return {
-      host: `127.0.0.1:${(server.address() as { port: number }).port}@broker-1`,
-      cut: () => {
-        for (const socket of sockets.splice(0)) socket.destroy();
-      },
-    };
+    const made = await startRelay(port);
+    cleanup.defer(() => made.close());
+    return { host: made.host("broker-1"), cut: made.cut };
   }
 
   function node(name: string, dir: string, overrides: Record<string, unknown>): Node {

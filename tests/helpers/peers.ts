@@ -1,15 +1,14 @@
 /**
  * Brokers of one cluster, in this process, that know each other through `cluster.peers` (each
  * with its own serviceId, port, folder and key pair), for the replication and catch-up tests.
+ * Starting, stopping and restarting one is tests/helpers/in_process_broker.ts's.
  */
 import { join } from "node:path";
 import { Client, type ClientOptions, type KittenError } from "../../mod.ts";
 import { Cleanup, clientOptions, freePort } from "./broker.ts";
 import { TempDirs } from "./temp_dir.ts";
-import { parseConfig } from "../../src/server/config/config.ts";
-import { type Logger, memoryLogger } from "../../src/server/log.ts";
-import { type BrokerServer, startBroker } from "../../src/server/server.ts";
-import type { Broker } from "../../src/server/broker.ts";
+import { InProcessBroker } from "./in_process_broker.ts";
+import { type Config, parseConfig } from "../../src/server/config/config.ts";
 
 /** What one test file starts: brokers, clients and folders, all gone at `teardown()`. */
 export class Peers {
@@ -50,29 +49,23 @@ export class Peers {
 }
 
 /** One broker of a cluster: a fixed port and folder, so a restart is the same broker coming back. */
-export class Peer {
-  server: BrokerServer | null = null;
-  readonly logger: Logger & { lines: string[] } = memoryLogger();
+export class Peer extends InProcessBroker {
   peers: string[] = [];
   constructor(
     readonly running: Peer[],
-    readonly name: string,
-    readonly port: number,
-    readonly dir: string,
-    public overrides: Record<string, unknown>,
-  ) {}
-
-  get host(): string {
-    return `127.0.0.1:${this.port}@${this.name}`;
+    name: string,
+    port: number,
+    dir: string,
+    overrides: Record<string, unknown>,
+  ) {
+    super(name, name, port, dir, overrides);
   }
 
-  config(extra: Record<string, unknown> = {}) {
+  config(extra: Record<string, unknown> = {}): Config {
     const overrides = { ...this.overrides, ...extra };
     return parseConfig({
       serviceId: this.name,
-      isManagementInterface: false,
-      registeredClientsPath: join(this.dir, "clients"),
-      dataDirectory: join(this.dir, "data"),
+      ...this.folders(),
       keysDirectory: join(this.dir, "keys"),
       durability: "fsync",
       prefetch: 1000,
@@ -83,21 +76,10 @@ export class Peer {
     });
   }
 
-  start(): this {
-    this.server = startBroker(this.config(), { logger: this.logger });
+  override start(): this {
+    super.start();
     if (!this.running.includes(this)) this.running.push(this);
     return this;
-  }
-
-  async stop(): Promise<void> {
-    const server = this.server;
-    this.server = null;
-    await server?.stop();
-  }
-
-  get broker(): Broker {
-    if (!this.server) throw new Error(`${this.name} is not running`);
-    return this.server.broker;
   }
 
   /** Messages the broker holds for `queue`: in memory, and paged to its store beyond the memory budget. */
