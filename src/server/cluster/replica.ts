@@ -9,6 +9,7 @@
  * Its acknowledged index says what it has stored.
  */
 import { encode, frame, OP } from "../../protocol/mod.ts";
+import { appendFrame as writeAppend } from "../../protocol/peer_frames.ts";
 import { Deque } from "../internal/deque.ts";
 import type { PeerDeadLetter } from "../../protocol/peer_ops.ts";
 
@@ -217,13 +218,8 @@ export function positionCatchUp(from: number, to: number, entries: Uint8Array[],
   return { kind: "position", frames: frames(), count: entries.length + 1, index: to };
 }
 
-/** The APPEND frame of a message, with its log index. */
-export function appendFrame(index: number, message: SnapshotEntry): Uint8Array {
-  return frame(encode([
-    OP.APPEND, index, message.id, message.queue, message.destination, message.body, message.created,
-    message.deliveries ?? 0, message.deadLetter ?? null,
-  ]));
-}
+/** The APPEND frame of a message, with its log index (written by hand: peer_frames.ts). */
+export const appendFrame: (index: number, message: SnapshotEntry) => Uint8Array = writeAppend;
 
 /** The REMOVE frame of settled messages, with its log index. */
 export function removeFrame(index: number, ids: string[]): Uint8Array {

@@ -32,6 +32,7 @@ import {
 import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
 import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
+import { readAppend } from "../../protocol/peer_frames.ts";
 import { PendingRemovals } from "./pending_removals.ts";
 
 export type UpstreamState = "idle" | "searching" | "catching-up" | "in-sync" | "out-of-sync";
@@ -268,6 +269,15 @@ export class Upstream {
       let last = -1;
       try {
         decoder.each(chunk, (data, start, end) => {
+          if (phase === "stream") {
+            // Most of the stream is APPENDs: read by hand, the rest by the generic decoder.
+            const append = readAppend(data, start, end);
+            if (append !== undefined) {
+              const seq = this.#append(append, data, start, end, commits);
+              if (seq > last) last = seq;
+              return true;
+            }
+          }
           const value = decode(data.subarray(start, end)) as unknown[];
           const op = opOf(value);
           if (phase === "hello") {
@@ -356,19 +366,8 @@ export class Upstream {
   /** Applies one stream frame (its CBOR is `data[start, end)`); returns its seq (-1 for frames without one). */
   #apply(op: number, value: unknown[], commits: Promise<unknown>[], data: Uint8Array, start: number, end: number): number {
     switch (op) {
-      case OP.APPEND: {
-        const append = checkAppend(value);
-        if (!this.#synced) this.#snapshotReceived++;
-        const stored = this.target.append(append, this.#synced ? 0 : this.#generation);
-        if (stored instanceof Promise) {
-          this.#pendingEntries++;
-          commits.push(stored.finally(() => this.#pendingEntries--));
-        }
-        // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
-        if (!this.#synced) return -1;
-        this.target.retain(append[1], frame(data.subarray(start, end)), append[2]);
-        return append[1];
-      }
+      case OP.APPEND:
+        return this.#append(checkAppend(value), data, start, end, commits);
       case OP.REMOVE: {
         const [, seq, ids] = checkRemove(value);
         this.target.retain(seq, frame(data.subarray(start, end)), null);
@@ -415,6 +414,20 @@ export class Upstream {
       default:
         return -1; // OK of SYNC, PONG
     }
+  }
+
+  /** Stores one APPEND (its frame is `data[start, end)`); returns its seq (-1 for a snapshot entry). */
+  #append(append: AppendOp, data: Uint8Array, start: number, end: number, commits: Promise<unknown>[]): number {
+    if (!this.#synced) this.#snapshotReceived++;
+    const stored = this.target.append(append, this.#synced ? 0 : this.#generation);
+    if (stored instanceof Promise) {
+      this.#pendingEntries++;
+      commits.push(stored.finally(() => this.#pendingEntries--));
+    }
+    // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
+    if (!this.#synced) return -1;
+    this.target.retain(append[1], frame(data.subarray(start, end)), append[2]);
+    return append[1];
   }
 
   /** Acknowledges `seq` once everything received up to it is stored (commits finish in order). */
