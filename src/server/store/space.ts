@@ -13,9 +13,9 @@
  * writes more than BUSY_ROWS_PER_SECOND (a drain in progress: the pages at the end of the file,
  * which a step would move, are the next it frees anyway) one step runs every BUSY_STEP_MS at
  * most, else one per tick. The file shrinks at the next checkpoint; once the freelist is short
- * again, one `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint runs
- * when the WAL grew past WAL_SIZE_LIMIT (a large transaction) and no commit came since to cut it
- * back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
+ * again and the store is no longer busy, one `wal_checkpoint(TRUNCATE)` cuts both the file and
+ * the WAL. The same checkpoint runs when the WAL grew past WAL_SIZE_LIMIT (a large transaction)
+ * and the store went quiet before a commit cut it back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
  * longer: its fsync, as for a commit that checkpoints (scenario (g): 14–22 ms on the 2-core box).
  *
  * A full disk. A commit that meets a full disk may leave the WAL holding pages beyond the end of
@@ -152,7 +152,10 @@ export class StoreSpace {
       const free = this.#vacuumable ? this.#freelist.get()!.freelist_count : 0;
       if (free > 0 && (short || (free >= RECLAIM_MIN_PAGES && free * 4 >= this.#pageCount.get()!.page_count))) {
         this.#vacuum(free, now);
-      } else if (this.#shrunk || this.#walGrew(now)) {
+      } else if ((!busy || short) && (this.#shrunk || this.#walGrew(now))) {
+        // Not while rows stream in and out: every commit's checkpoint cuts the WAL back by itself
+        // then, and a truncating checkpoint per second (two fsyncs, the WAL copied) is what a
+        // steady replicated load would pay for nothing.
         if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
         this.#shrunk = false;
         this.#count(now);
