@@ -12,10 +12,11 @@
  * group commit waits for it, so `n` adapts to keep a step near STEP_TARGET_MS. While the store
  * writes more than BUSY_ROWS_PER_SECOND (a drain in progress: the pages at the end of the file,
  * which a step would move, are the next it frees anyway) one step runs every BUSY_STEP_MS at
- * most, else one per tick. The file shrinks at the next checkpoint; once the freelist is short
- * again and the store is no longer busy, one `wal_checkpoint(TRUNCATE)` cuts both the file and
- * the WAL. The same checkpoint runs when the WAL grew past WAL_SIZE_LIMIT (a large transaction)
- * and the store went quiet before a commit cut it back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
+ * most, and only for BUSY_RECLAIM_MIN_PAGES free pages or more (fewer are reused by the next
+ * rows at once), else one per tick. The file shrinks at the next checkpoint; once the freelist is
+ * short again, one `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint
+ * runs when the WAL grew past WAL_SIZE_LIMIT (a large transaction) and the store went quiet
+ * before a commit cut it back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
  * longer: its fsync, as for a commit that checkpoints (scenario (g): 14–22 ms on the 2-core box).
  *
  * A full disk. A commit that meets a full disk may leave the WAL holding pages beyond the end of
@@ -49,6 +50,8 @@ export const RESERVE_MARGIN = WAL_SIZE_LIMIT;
 export const RECLAIM_MIN_PAGES = 64;
 /** About how long one vacuum step may block the event loop (ms). */
 export const STEP_TARGET_MS = 4;
+/** Fewer free pages than this are left alone while the store is busy (16 MiB): they are reused at once. */
+export const BUSY_RECLAIM_MIN_PAGES = 4096;
 /** Rows inserted and deleted per second above which the store is busy (a drain, a burst). */
 export const BUSY_ROWS_PER_SECOND = 1000;
 /** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
@@ -150,12 +153,14 @@ export class StoreSpace {
     if (now - this.#failedAt < RETRY_MS || (busy && !short && now - this.#steppedAt < BUSY_STEP_MS)) return;
     try {
       const free = this.#vacuumable ? this.#freelist.get()!.freelist_count : 0;
-      if (free > 0 && (short || (free >= RECLAIM_MIN_PAGES && free * 4 >= this.#pageCount.get()!.page_count))) {
+      // While rows stream in and out, free pages are reused at once: a small file is left alone
+      // (a steady work queue would pay a vacuum step and a truncating checkpoint, with their
+      // fsyncs, every BUSY_STEP_MS for nothing), a drained backlog's space goes back meanwhile.
+      const worth = free >= (busy ? BUSY_RECLAIM_MIN_PAGES : RECLAIM_MIN_PAGES) && free * 4 >= this.#pageCount.get()!.page_count;
+      if (free > 0 && (short || worth)) {
         this.#vacuum(free, now);
-      } else if ((!busy || short) && (this.#shrunk || this.#walGrew(now))) {
-        // Not while rows stream in and out: every commit's checkpoint cuts the WAL back by itself
-        // then, and a truncating checkpoint per second (two fsyncs, the WAL copied) is what a
-        // steady replicated load would pay for nothing.
+      } else if (this.#shrunk || (!busy && this.#walGrew(now))) {
+        // A WAL over its limit waits for a quiet store: until then every commit's checkpoint cuts it back.
         if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
         this.#shrunk = false;
         this.#count(now);
