@@ -351,10 +351,11 @@ export class Broker {
     // was checked the first time); one being committed is confirmed with that commit.
     const resent = this.#intake.resent(messageId);
     if (resent !== false) {
-      if (resent === true && this.isMaster && this.#intake.isUnlogged(messageId)) {
+      if (!this.isMaster) return resent === true ? undefined : resent;
+      if (resent === true && this.#intake.isUnlogged(messageId)) {
         return this.#intake.streamResend(channelName, this.#intake.create(messageId, queue, destination, body, this.now()));
       }
-      return resent === true ? undefined : resent;
+      return this.#intake.confirmHeld(channelName, resent);
     }
     if (schema) body = conform(schema, channelName, queue.name, body);
     const held = queue.held;

@@ -78,6 +78,21 @@ export class Intake {
     });
   }
 
+  /**
+   * A resend of a message this master holds or is storing (`held`: true, or its commit): its
+   * first send may still wait for the replicas, or they may have dropped out before holding it, so
+   * it is confirmed once the in-sync set holds the log as far as it goes now, which includes it.
+   */
+  confirmHeld(channelName: string, held: true | Promise<void>): void | Promise<void> {
+    const replication = this.host.cluster.replication;
+    replication.checkReplicas(channelName); // with minInSyncReplicas 1, neither this nor waitFor asks anything
+    const index = replication.index;
+    // Nothing logged yet: what this master holds came with its catch-up, which its in-sync slaves hold.
+    const replicated = index === 0 ? undefined : replication.waitFor(index, channelName);
+    if (held === true) return replicated;
+    return replicated === undefined ? held : held.then(() => replicated);
+  }
+
   /** The message is in the log now. */
   logged(messageId: string): void {
     this.#unlogged.delete(messageId);

@@ -98,6 +98,7 @@ export class Cluster {
       now: () => host.now(),
       log,
       self: () => host.config.serviceId,
+      uncertainAfter: () => this.positions.uncertainAfter,
       publishIsr: (members) => this.#election?.publishIsr(members),
       history,
       tail,
@@ -176,6 +177,7 @@ export class Cluster {
   start(): void {
     if (!this.isMaster) this.mirror.start();
     else {
+      if (!this.automatic) this.#raiseEpochAfterCrash();
       this.replication.begin(this.epoch, this.positions.lastIndex);
       this.positions.committedIndex = this.replication.index; // loaded from the store
     }
@@ -191,7 +193,7 @@ export class Cluster {
   async stop(): Promise<void> {
     this.#stopped = true;
     // A restart goes on from here (a kill -9 from the last periodic save).
-    this.positions.save(this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex);
+    this.positions.saveAtStop(this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex);
     this.upstream.stop();
     this.replication.reset("the broker is stopping");
     await this.#electionLoading;
@@ -261,6 +263,25 @@ export class Cluster {
     }
     if (wasMaster && !this.isMaster) return this.#becameSlave("demoted to slave");
     if (!this.isMaster) this.upstream.start(); // cluster.peers may have been added
+  }
+
+  /**
+   * A master restarted after a kill -9 goes on from an index older than the log it wrote: the
+   * entries it writes next must not share an epoch with those a slave may hold after that index,
+   * or their logs would seem to agree where they differ. Elected masters get a new epoch from etcd;
+   * one set by isMaster raises its own, as a promotion does.
+   */
+  #raiseEpochAfterCrash(): void {
+    const after = this.positions.uncertainAfter;
+    if (after === null || this.positions.history.epochs.length === 0) return;
+    const epoch = Math.max(this.epoch, this.#seenEpoch) + 1;
+    this.host.store?.setMeta("epoch", epoch);
+    this.epoch = epoch;
+    this.host.log.warn(
+      "cluster",
+      `the last run did not stop cleanly: the log after index ${after} is unknown, so it goes on in epoch ${epoch}; ` +
+        `a slave that holds entries after index ${after} gets a snapshot`,
+    );
   }
 
   #becameMaster(why: string): void {

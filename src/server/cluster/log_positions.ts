@@ -9,6 +9,12 @@
  * every in-sync replica holds and its own store committed (a restarted master then never claims
  * entries the next master may lack); a slave saves the index it acknowledged. Saved about once a
  * second: each save is a small synchronous write.
+ *
+ * A stop that saved the position says so (`logClean`). After a kill -9 the index saved is older
+ * than the log this broker went on to write: its store may hold messages of entries after it, and
+ * a slave may hold those entries. Such a start is `uncertainAfter` that index until this broker
+ * catches up from a master again: as master it cannot tell a slave ahead of it which entries they
+ * share, so it sends a snapshot rather than have the slave undo them (replication.ts).
  */
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import type { Store } from "../store/store.ts";
@@ -19,6 +25,7 @@ import { LogTail } from "./log_tail.ts";
 const SAVE_EVERY_MS = 1_000;
 const HISTORY_KEY = "logHistory";
 const INDEX_KEY = "logIndex";
+const CLEAN_KEY = "logClean";
 
 export class LogPositions {
   readonly history: EpochHistory;
@@ -27,6 +34,11 @@ export class LogPositions {
   storedIndex: number;
   /** As a master: the last index whose append this broker's store committed. */
   committedIndex = 0;
+  /**
+   * Set when the last run did not stop cleanly (a kill -9, a crash): the saved index, after which
+   * this broker's log is unknown. Null once it caught up from a master, or after a clean stop.
+   */
+  uncertainAfter: number | null = null;
   #saved: number;
   #savedAt = 0;
 
@@ -34,11 +46,32 @@ export class LogPositions {
     readonly store: Store | null,
     readonly log: (level: "info" | "warn" | "error", message: string) => void,
   ) {
-    const { history, index } = this.#load();
+    const { history, index, clean } = this.#load();
     this.history = new EpochHistory(history);
     this.storedIndex = index;
     this.#saved = index;
     this.tail = new LogTail(Math.max(0, index));
+    if (!clean) this.uncertainAfter = Math.max(0, index);
+    this.#markRunning();
+  }
+
+  /** Until a clean stop says otherwise, a restart must not trust the saved index as this log's end. */
+  #markRunning(): void {
+    try {
+      this.store?.setMeta(CLEAN_KEY, 0);
+    } catch (error) {
+      this.log("warn", `cannot record that the broker runs: ${(error as Error).message}`);
+    }
+  }
+
+  /** The broker stops: the position saved now is where its log ends. */
+  saveAtStop(index: number): void {
+    this.save(index);
+    try {
+      this.store?.setMeta(CLEAN_KEY, 1);
+    } catch (error) {
+      this.log("warn", `cannot record a clean stop: ${(error as Error).message}`);
+    }
   }
 
   /** The last index this broker holds (what a new term goes on from). */
@@ -78,6 +111,7 @@ export class LogPositions {
     if (this.tail.last < from) this.tail.reset(from);
     this.history.adopt(epochs);
     this.storedIndex = Math.min(Math.max(this.storedIndex, 0), from);
+    this.uncertainAfter = null; // its log is its master's up to `from` now
     this.save(this.storedIndex);
     return undone;
   }
@@ -90,6 +124,7 @@ export class LogPositions {
     this.tail.reset(index);
     this.history.adopt(epochs);
     this.storedIndex = -1;
+    this.uncertainAfter = null; // what it holds is the snapshot's
     this.save(-1);
   }
 
@@ -113,18 +148,20 @@ export class LogPositions {
     this.save(index);
   }
 
-  #load(): { history: EpochStart[]; index: number } {
-    const none = { history: [], index: -1 };
+  #load(): { history: EpochStart[]; index: number; clean: boolean } {
+    const none = { history: [], index: -1, clean: true };
     if (!this.store) return none;
     const rawHistory = this.store.meta(HISTORY_KEY);
     const rawIndex = this.store.meta(INDEX_KEY);
     if (rawHistory === null || rawIndex === null) return none;
+    // A store written before the marker existed counts as stopped cleanly.
+    const clean = this.store.meta(CLEAN_KEY) !== 0;
     try {
       const history = JSON.parse(String(rawHistory)) as EpochStart[];
       const index = Number(rawIndex);
       const valid = Array.isArray(history) && history.every((pair) => Array.isArray(pair) && pair.length === 2) &&
         Number.isSafeInteger(index);
-      if (valid) return { history, index };
+      if (valid) return { history, index, clean };
     } catch {
       // Unreadable: treated as no position (a snapshot), and said so.
     }

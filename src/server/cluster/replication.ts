@@ -45,6 +45,8 @@ export interface ReplicationOptions {
   tail: LogTail;
   /** True when the log is kept even with no replica attached (cluster.peers is set). */
   keepsLog: () => boolean;
+  /** After a start that did not follow a clean stop: the saved index, past which this log is unknown (log_positions.ts). */
+  uncertainAfter?: () => number | null;
 }
 
 export interface ReplicaStatus {
@@ -172,6 +174,12 @@ export class Replication {
     const from = commonPrefix(history, this.#index, position.history, position.index);
     if (from === null) {
       return `its history (epochs ${position.history.map(([epoch]) => epoch).join(", ") || "none"}) shares no epoch with this master's`;
+    }
+    const uncertain = this.options.uncertainAfter?.() ?? null;
+    if (uncertain !== null && from === uncertain && position.index > from) {
+      // Undoing its entries after `from` would drop messages this master may still hold.
+      return `this master restarted after a run that did not stop cleanly (kill -9?): it cannot tell which of the ` +
+        `slave's entries after index ${from} (up to ${position.index}) its store holds`;
     }
     if (from < position.floor) {
       return `it holds entries up to index ${position.index} that this master does not have after index ${from}, ` +
