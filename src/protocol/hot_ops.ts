@@ -1,6 +1,6 @@
 /**
  * Hand-written CBOR for the two operations every message crosses: SEND (client → broker) and
- * DELIVER (broker → client). They are written straight into a FrameBatch, without the generic
+ * DELIVER (broker → client), and the reader of APPEND (master → slave; written in peer_frames.ts). They are written straight into a FrameBatch, without the generic
  * encoder's intermediate buffer and copy: about 0.4 µs per DELIVER instead of 1 µs. The bytes are
  * plain CBOR that the generic decoder reads like any other frame. The client reads DELIVER with
  * `readDeliver` and the broker reads SEND with `readSend`: their gain is less the parsing than
@@ -11,6 +11,7 @@ import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
 import { decode, encode } from "./cbor.ts";
 import type { FrameBatch } from "./frame.ts";
 import { MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
+import type { AppendOp, PeerDeadLetter } from "./peer_ops.ts";
 
 /** Writes `[SEND, ref, channel, messageId, body]` as one frame. */
 export function writeSend(batch: FrameBatch, ref: number, channel: string, messageId: string, body: Uint8Array): void {
@@ -251,6 +252,49 @@ function decodeMessageId(start: number, end: number): string | undefined {
   }
   const prefix = idPrefixes.read(start, dot + 1);
   return prefix === undefined ? undefined : prefix + counter;
+}
+
+const queues = new RepeatedText();
+
+/**
+ * Reads an APPEND frame as `appendFrame` (peer_frames.ts) writes it, from `frame[start, end)`,
+ * with the checks of `checkAppend`; the body is a view of `frame`. Returns undefined for anything
+ * else, and the caller then takes the generic path, which gives the coded error. Nothing here throws.
+ */
+export function readAppend(frame: Uint8Array, start: number, end: number): AppendOp | undefined {
+  if (end - start < 2 || frame[start] !== 0x89) return undefined;
+  begin(frame, start + 1, end);
+  if (readHead(0) !== OP.APPEND) return undefined;
+  const index = readHead(0);
+  if (index < 0) return undefined;
+  const idLength = readHead(3);
+  if (idLength <= 0 || at + idLength > limit) return undefined;
+  const id = decodeText(data.subarray(at, at += idLength));
+  const queueLength = readHead(3);
+  if (id === undefined || queueLength < 0 || at + queueLength > limit) return undefined;
+  const queue = queues.read(at, at += queueLength);
+  const destinationLength = readHead(3);
+  if (queue === undefined || destinationLength < 0 || at + destinationLength > limit) return undefined;
+  const destination = destinations.read(at, at += destinationLength);
+  const bodyLength = readHead(2);
+  if (destination === undefined || bodyLength < 0 || at + bodyLength > limit) return undefined;
+  const body = data.subarray(at, at += bodyLength);
+  const created = readHead(0);
+  const deliveries = created < 0 ? -1 : readHead(0);
+  if (deliveries < 0 || at >= limit) return undefined;
+  let deadLetter: PeerDeadLetter | null = null;
+  if (data[at] === 0xf6 && at + 1 === limit) at++;
+  else {
+    let value: unknown;
+    try {
+      value = decode(data.subarray(at, limit));
+    } catch {
+      return undefined;
+    }
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
+    deadLetter = value as PeerDeadLetter;
+  }
+  return [OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter];
 }
 
 /** The argument of the CBOR item head at `at`, of major type `major`, or -1. */

@@ -2,17 +2,14 @@
  * Hand-written CBOR for the one peer operation every replicated message crosses: APPEND (master
  * → slave). The master writes each APPEND once, straight into a frame of its exact size (the
  * generic encoder's buffer, copy and framing copy cost about three times as much), and the same
- * bytes go to every slave and into the log tail. A slave reads it with `readAppend`, which reuses
- * the queue and destination strings that repeat from one entry to the next. The bytes are plain
- * CBOR: the generic decoder reads them like any other frame, and `readAppend` hands anything it
- * does not expect (another encoder's choices, a malformed frame) to the generic path, which gives
- * the coded error.
+ * bytes go to every slave and into the log tail. The bytes are plain CBOR: the generic decoder
+ * reads them like any other frame. A slave reads them with `readAppend` (hot_ops.ts, with the
+ * other hand-written readers).
  */
-import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
-import { decode, encode } from "./cbor.ts";
+import { encode } from "./cbor.ts";
 import { FRAME_HEADER_SIZE, frame } from "./frame.ts";
 import { OP } from "./ops.ts";
-import type { AppendOp, PeerDeadLetter } from "./peer_ops.ts";
+import type { PeerDeadLetter } from "./peer_ops.ts";
 
 /** The fields of an APPEND besides its op and index. */
 export interface AppendFields {
@@ -126,87 +123,4 @@ function writeHead(out: Uint8Array, at: number, major: number, value: number): n
     out[at++] = low & 0xff;
   }
   return at;
-}
-
-// ── reading ─────────────────────────────────────────────────────────────────────────────────────
-
-/** The last string read at one place of the frame, and its bytes: the next frame's is often the same. */
-class RepeatedText {
-  #bytes = new Uint8Array(0);
-  #value = "";
-
-  read(data: Uint8Array, start: number, end: number): string | undefined {
-    if (equalsAt(this.#bytes, data, start, end)) return this.#value;
-    const value = decodeText(data.subarray(start, end));
-    if (value === undefined) return undefined;
-    this.#bytes = copyBytes(data, start, end); // the chunk is not ours to keep
-    this.#value = value;
-    return value;
-  }
-}
-
-const queues = new RepeatedText();
-const destinations = new RepeatedText();
-
-/** The frame being read; module state, as the reader is synchronous and never re-entered. */
-let data: Uint8Array = new Uint8Array(0);
-let at = 0;
-let limit = 0;
-
-/**
- * Reads an APPEND frame as `appendFrame` writes it, from `frame[start, end)`, with the checks of
- * `checkAppend`; the body is a view of `frame`. Returns undefined for anything else, and the
- * caller then takes the generic path. Nothing here throws.
- */
-export function readAppend(frame: Uint8Array, start: number, end: number): AppendOp | undefined {
-  if (end - start < 2 || frame[start] !== 0x89) return undefined;
-  data = frame;
-  at = start + 1;
-  limit = end;
-  if (readHead(0) !== OP.APPEND) return undefined;
-  const index = readHead(0);
-  if (index < 0) return undefined;
-  const idLength = readHead(3);
-  if (idLength <= 0 || at + idLength > limit) return undefined;
-  const id = decodeText(data.subarray(at, at += idLength));
-  const queueLength = readHead(3);
-  if (id === undefined || queueLength < 0 || at + queueLength > limit) return undefined;
-  const queue = queues.read(data, at, at += queueLength);
-  const destinationLength = readHead(3);
-  if (queue === undefined || destinationLength < 0 || at + destinationLength > limit) return undefined;
-  const destination = destinations.read(data, at, at += destinationLength);
-  const bodyLength = readHead(2);
-  if (destination === undefined || bodyLength < 0 || at + bodyLength > limit) return undefined;
-  const body = data.subarray(at, at += bodyLength);
-  const created = readHead(0);
-  const deliveries = created < 0 ? -1 : readHead(0);
-  if (deliveries < 0 || at >= limit) return undefined;
-  let deadLetter: PeerDeadLetter | null = null;
-  if (data[at] === 0xf6 && at + 1 === limit) at++;
-  else {
-    let value: unknown;
-    try {
-      value = decode(data.subarray(at, limit));
-    } catch {
-      return undefined;
-    }
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
-    deadLetter = value as PeerDeadLetter;
-  }
-  return [OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter];
-}
-
-/** The argument of the CBOR item head at `at`, of major type `major`, or -1. */
-function readHead(major: number): number {
-  if (at >= limit) return -1;
-  const initial = data[at++]!;
-  if (initial >> 5 !== major) return -1;
-  const info = initial & 0x1f;
-  if (info < 24) return info;
-  const size = info === 24 ? 1 : info === 25 ? 2 : info === 26 ? 4 : info === 27 ? 8 : 0;
-  if (size === 0 || at + size > limit) return -1;
-  let value = 0;
-  for (let i = 0; i < size; i++) value = value * 256 + data[at + i]!;
-  at += size;
-  return Number.isSafeInteger(value) ? value : -1;
 }

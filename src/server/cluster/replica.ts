@@ -9,20 +9,11 @@
  * Its acknowledged index says what it has stored.
  */
 import { encode, frame, OP } from "../../protocol/mod.ts";
-import { appendFrame as writeAppend } from "../../protocol/peer_frames.ts";
+import { type AppendFields, appendFrame as writeAppend } from "../../protocol/peer_frames.ts";
 import { Deque } from "../internal/deque.ts";
-import type { PeerDeadLetter } from "../../protocol/peer_ops.ts";
 
 /** What a replica receives of one message: a message in memory, or a row read from the store. */
-export interface SnapshotEntry {
-  readonly id: string;
-  readonly queue: string;
-  readonly destination: string;
-  readonly body: Uint8Array;
-  readonly created: number;
-  readonly deliveries?: number;
-  readonly deadLetter?: PeerDeadLetter | null;
-}
+export type SnapshotEntry = AppendFields;
 
 /**
  * Every message the master holds, read lazily as the replica's socket takes them: messages in

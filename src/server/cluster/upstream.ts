@@ -32,7 +32,7 @@ import {
 import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
 import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
-import { readAppend } from "../../protocol/peer_frames.ts";
+import { readAppend } from "../../protocol/hot_ops.ts";
 import { PendingRemovals } from "./pending_removals.ts";
 
 export type UpstreamState = "idle" | "searching" | "catching-up" | "in-sync" | "out-of-sync";
