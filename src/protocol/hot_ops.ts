@@ -10,8 +10,10 @@
 import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
 import { decode, encode } from "./cbor.ts";
 import type { FrameBatch } from "./frame.ts";
-import { MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
+import { type DeadLetterInfo, MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
 import type { AppendOp, PeerDeadLetter } from "./peer_ops.ts";
+
+export type { DeadLetterInfo };
 
 /** Writes `[SEND, ref, channel, messageId, body]` as one frame. */
 export function writeSend(batch: FrameBatch, ref: number, channel: string, messageId: string, body: Uint8Array): void {
@@ -23,15 +25,6 @@ export function writeSend(batch: FrameBatch, ref: number, channel: string, messa
   batch.text(messageId);
   batch.bytes(body);
   batch.endFrame();
-}
-
-/** Why and where from a dead-lettered message came: the 9th element of its DELIVER frames. */
-export interface DeadLetterInfo {
-  reason: "requeueLimit" | "overflow" | "ttl";
-  /** The channel the message was sent to (`endpoint/version/id`). */
-  channel: string;
-  messageId: string;
-  deliveries: number;
 }
 
 /**

@@ -256,3 +256,12 @@ export function checkPing(v: unknown[]): PingOp {
   if (!isUint(v[1])) throw bad("ping", "ref must be an unsigned integer");
   return v as PingOp;
 }
+
+/** Why and where from a dead-lettered message came: the 9th element of its DELIVER frames. */
+export interface DeadLetterInfo {
+  reason: "requeueLimit" | "overflow" | "ttl";
+  /** The channel the message was sent to (`endpoint/version/id`). */
+  channel: string;
+  messageId: string;
+  deliveries: number;
+}

@@ -10,7 +10,7 @@
  * Every stream frame carries a sequence number, rising by one per frame on one link.
  */
 import { KittenError } from "./errors.ts";
-import type { DeadLetterInfo } from "./hot_ops.ts";
+import type { DeadLetterInfo } from "./ops.ts";
 import type { OP } from "./ops.ts";
 
 /** Where a dead-lettered message came from: the same map DELIVER carries. */
