@@ -372,8 +372,7 @@ export class Broker {
     // Replicas store it while this broker does: the two commits overlap.
     const index = master ? this.cluster.replication.append(message) : 0;
     if (!master) this.#intake.noteUnlogged(messageId);
-    const stored = this.#intake.store(queue, message);
-    if (index > 0) this.cluster.positions.noteCommitted(index, stored);
+    const stored = this.#intake.store(queue, message, index);
     const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
     if (replicated === undefined) return stored;
     // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it

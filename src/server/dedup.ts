@@ -5,8 +5,9 @@
  * Ids in the reference client's form `<prefix>.<base-36 counter>` are tracked per prefix (one
  * per client instance) with a watermark: every counter from the first one seen up to `low` was
  * seen, plus a small set of counters seen above it; a counter below the first one is never taken
- * for seen (a send refused, then accepted after a later one, is a new message here). Arrivals are nearly always in order, so this is a couple of integer
- * operations in a tiny map, where one map of every recent id cost cache misses on each send.
+ * for seen (a send refused, then accepted after a later one, is a new message here). Arrivals are
+ * nearly always in order, so this is a couple of integer operations in a tiny map, where one map
+ * of every recent id cost cache misses on each send.
  * Other ids go to a bounded map of recent ids, oldest evicted first.
  *
  * The window is bounded both ways: when a sender leaves more than `MAX_GAPS` counters unseen

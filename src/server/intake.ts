@@ -144,11 +144,13 @@ export class Intake {
 
   /**
    * Stores (when durable) and queues a message. Returns a promise while its commit runs; a resend
-   * meanwhile shares it. A refused commit is streamed to slaves as removed.
+   * meanwhile shares it. A refused commit is streamed to slaves as removed. `logIndex`: the entry
+   * that streamed it as master (0: none), which a restart may go on from once it is stored.
    */
-  store(queue: Queue, message: Message): void | Promise<void> {
+  store(queue: Queue, message: Message, logIndex = 0): void | Promise<void> {
     const stored = this.storeFor(queue)?.append(message, queue.settings.durability as DurableMode);
     if (stored === undefined) {
+      if (logIndex > 0) this.host.cluster.positions.committed(logIndex);
       this.#accept(queue, message);
       return;
     }
@@ -158,6 +160,7 @@ export class Intake {
       () => {
         this.#storing.delete(messageId);
         message.commit = null;
+        if (logIndex > 0) this.host.cluster.positions.committed(logIndex);
         this.#accept(queue, message);
       },
       (error) => {

@@ -193,7 +193,7 @@ export class Cluster {
   async stop(): Promise<void> {
     this.#stopped = true;
     // A restart goes on from here (a kill -9 from the last periodic save).
-    this.positions.saveAtStop(this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex);
+    this.positions.saveAtStop(this.#restartIndex);
     this.upstream.stop();
     this.replication.reset("the broker is stopping");
     await this.#electionLoading;
@@ -322,11 +322,21 @@ export class Cluster {
   }
 
   tick(): void {
-    if (this.isMaster) {
-      this.replication.tick();
-      // What a restart may go on from: the log every in-sync replica holds (see LogPositions).
-      this.positions.saveSoon(Math.min(this.replication.highWater, this.positions.committedIndex), this.host.now());
-    } else this.positions.saveSoon(this.positions.storedIndex, this.host.now());
+    if (this.isMaster) this.replication.tick();
+    this.positions.saveSoon(this.#restartIndex, this.host.now());
+  }
+
+  /**
+   * What a restart may go on from (see LogPositions): as master, the log every in-sync replica
+   * holds and this broker's store committed; as slave, what it acknowledged.
+   */
+  get #restartIndex(): number {
+    return this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex;
+  }
+
+  /** The last index of the replication log this broker holds. */
+  get logIndex(): number {
+    return this.isMaster ? this.replication.index : this.positions.lastIndex;
   }
 
   status(): ClusterStatus {
@@ -342,7 +352,7 @@ export class Cluster {
       upstream: this.isMaster || config.cluster.peers.length === 0 ? null : this.upstream.status(),
       leader: this.#election?.leader ?? null,
       log: {
-        index: this.isMaster ? this.replication.index : this.positions.lastIndex,
+        index: this.logIndex,
         retainedFrom: this.positions.tail.base + 1,
         retainedBytes: this.positions.tail.bytes,
         positionCatchUps: this.replication.positionCatchUps,

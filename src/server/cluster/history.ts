@@ -62,19 +62,6 @@ export class EpochHistory {
     this.#epochs = epochs.map(([epoch, start]) => [epoch, start]);
   }
 
-  /** Forgets every entry after `index` (the broker went back to it). */
-  truncate(index: number): void {
-    while (this.#epochs.length > 0 && this.#epochs.at(-1)![1] > index) this.#epochs.pop();
-  }
-
-  /** The epoch that wrote `index` (null: before the table starts). */
-  epochOf(index: number): number | null {
-    for (let i = this.#epochs.length - 1; i >= 0; i--) {
-      if (this.#epochs[i]![1] <= index) return this.#epochs[i]![0];
-    }
-    return null;
-  }
-
   /** The last index `epoch` wrote, given that this broker's log ends at `last`; null when the table has no such epoch. */
   endOf(epoch: number, last: number): number | null {
     const at = this.#epochs.findIndex(([e]) => e === epoch);

@@ -90,10 +90,9 @@ export class LogPositions {
     return { history: this.history.epochs, index, floor: Math.min(this.tail.base, index) };
   }
 
-  /** As a master: the append at `index` is safe in this broker's store once `stored` settles. */
-  noteCommitted(index: number, stored: void | Promise<void>): void {
-    if (stored === undefined) this.committedIndex = Math.max(this.committedIndex, index);
-    else stored.then(() => (this.committedIndex = Math.max(this.committedIndex, index)), () => {});
+  /** As a master: the append at `index` is in this broker's store (or needs none). */
+  committed(index: number): void {
+    if (index > this.committedIndex) this.committedIndex = index;
   }
 
   /** The slave stored every entry up to `index`. */

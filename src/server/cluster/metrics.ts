@@ -62,7 +62,7 @@ export function registerClusterGauges(stats: Stats, cluster: Cluster): void {
   stats.addGauge({
     name: "kitten_mq_cluster_log_index",
     help: "The last index of the replication log this broker holds",
-    read: () => [[{}, cluster.isMaster ? cluster.replication.index : cluster.positions.lastIndex]],
+    read: () => [[{}, cluster.logIndex]],
   });
   stats.addGauge({
     name: "kitten_mq_cluster_log_retained_bytes",

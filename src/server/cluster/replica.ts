@@ -9,7 +9,7 @@
  * Its acknowledged index says what it has stored.
  */
 import { encode, frame, OP } from "../../protocol/mod.ts";
-import { type AppendFields, appendFrame as writeAppend } from "../../protocol/peer_frames.ts";
+import { type AppendFields, appendFrame } from "../../protocol/peer_frames.ts";
 import { Deque } from "../internal/deque.ts";
 
 /** What a replica receives of one message: a message in memory, or a row read from the store. */
@@ -208,9 +208,6 @@ export function positionCatchUp(from: number, to: number, entries: Uint8Array[],
   }
   return { kind: "position", frames: frames(), count: entries.length + 1, index: to };
 }
-
-/** The APPEND frame of a message, with its log index (written by hand: peer_frames.ts). */
-export const appendFrame: (index: number, message: SnapshotEntry) => Uint8Array = writeAppend;
 
 /** The REMOVE frame of settled messages, with its log index. */
 export function removeFrame(index: number, ids: string[]): Uint8Array {

@@ -14,8 +14,8 @@ import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import { commonPrefix, type EpochHistory } from "./history.ts";
 import type { LogTail } from "./log_tail.ts";
+import { appendFrame } from "../../protocol/peer_frames.ts";
 import {
-  appendFrame,
   positionCatchUp,
   removeFrame,
   Replica,
@@ -127,10 +127,6 @@ export class Replication {
     let upTo = this.#index;
     for (const replica of this.#replicas.values()) if (replica.state === "in-sync") upTo = Math.min(upTo, replica.acked);
     return upTo;
-  }
-
-  get replicaCount(): number {
-    return this.#replicas.size;
   }
 
   /**
