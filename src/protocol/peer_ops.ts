@@ -16,6 +16,17 @@ import type { OP } from "./ops.ts";
 /** Where a dead-lettered message came from: the same map DELIVER carries. */
 export type PeerDeadLetter = DeadLetterInfo;
 
+/** The fields of an APPEND besides its op and index: a message in memory, or a row read from the store. */
+export interface AppendFields {
+  readonly id: string;
+  readonly queue: string;
+  readonly destination: string;
+  readonly body: Uint8Array;
+  readonly created: number;
+  readonly deliveries?: number;
+  readonly deadLetter?: PeerDeadLetter | null;
+}
+
 /**
  * [SYNC, ref, {epoch, position?}]: the slave's highest known epoch, and where its log stands
  * (absent: it holds no position, a snapshot is what it needs).

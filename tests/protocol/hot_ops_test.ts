@@ -1,7 +1,8 @@
 import { expect, it } from "bun:test";
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import { FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
-import { type DeadLetterInfo, peekOp, readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
+import type { DeadLetterInfo } from "../../src/protocol/ops.ts";
+import { peekOp, readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
 
 function frames(write: (batch: FrameBatch) => void): Uint8Array[] {

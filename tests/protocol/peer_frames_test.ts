@@ -6,8 +6,8 @@
 import { describe, expect, it } from "bun:test";
 import { decode, encode, FRAME_HEADER_SIZE, frame, OP } from "../../src/protocol/mod.ts";
 import { checkAppend } from "../../src/protocol/peer_ops.ts";
-import { readAppend } from "../../src/protocol/hot_ops.ts";
-import { type AppendFields, appendFrame } from "../../src/protocol/peer_frames.ts";
+import { appendFrame, readAppend } from "../../src/protocol/hot_ops.ts";
+import type { AppendFields } from "../../src/protocol/peer_ops.ts";
 import { mulberry32 } from "../helpers/random.ts";
 
 const generic = (index: number, m: AppendFields) =>

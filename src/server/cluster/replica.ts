@@ -8,8 +8,8 @@
  * all numbered with the log index at that moment, then a SYNCED marker, then the live entries.
  * Its acknowledged index says what it has stored.
  */
-import { encode, frame, OP } from "../../protocol/mod.ts";
-import { type AppendFields, appendFrame } from "../../protocol/peer_frames.ts";
+import { appendFrame, encode, frame, OP } from "../../protocol/mod.ts";
+import type { AppendFields } from "../../protocol/peer_ops.ts";
 import { Deque } from "../internal/deque.ts";
 
 /** What a replica receives of one message: a message in memory, or a row read from the store. */

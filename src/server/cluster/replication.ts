@@ -14,7 +14,7 @@ import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import { commonPrefix, type EpochHistory } from "./history.ts";
 import type { LogTail } from "./log_tail.ts";
-import { appendFrame } from "../../protocol/peer_frames.ts";
+import { appendFrame } from "../../protocol/hot_ops.ts";
 import {
   positionCatchUp,
   removeFrame,

@@ -8,9 +8,9 @@
  */
 import type { Deque } from "../internal/deque.ts";
 import type { StoredMessage } from "../store/store.ts";
-import type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
+import type { DeadLetterInfo } from "../../protocol/ops.ts";
 
-export type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
+export type { DeadLetterInfo } from "../../protocol/ops.ts";
 
 /**
  * What few messages carry: kept out of `Message` so that the common message stays small (JSC keeps

@@ -3,7 +3,7 @@
  * store (bun:sqlite) implements it; a broker whose every queue is in memory has none. The memory
  * store implements it for tests, without the queue engine noticing the difference.
  */
-import type { DeadLetterInfo } from "../../protocol/hot_ops.ts";
+import type { DeadLetterInfo } from "../../protocol/ops.ts";
 
 /** When a stored message counts as safe: after the commit holding it (fsync), or at once (batch). */
 export type DurableMode = "fsync" | "batch";
