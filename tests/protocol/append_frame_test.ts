@@ -1,5 +1,5 @@
 /**
- * The hand-written APPEND (peer_frames.ts) against the generic CBOR encoder and decoder: the
+ * The hand-written APPEND (appendFrame, readAppend in hot_ops.ts) against the generic CBOR encoder and decoder: the
  * same values both ways, every size class of every head, and malformed frames read as
  * "not mine" (the generic path then gives the coded error), never as something else.
  */
