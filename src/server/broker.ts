@@ -353,7 +353,9 @@ export class Broker {
     if (resent !== false) {
       if (!this.isMaster) return resent === true ? undefined : resent;
       if (resent === true && this.#intake.isUnlogged(messageId)) {
-        return this.#intake.streamResend(channelName, this.#intake.create(messageId, queue, destination, body, this.now()));
+        // Streamed as the first send was stored: in its channel's format.
+        const stored = schema ? conform(schema, channelName, queue.name, body) : body;
+        return this.#intake.streamResend(channelName, this.#intake.create(messageId, queue, destination, stored, this.now()));
       }
       return this.#intake.confirmHeld(channelName, resent);
     }

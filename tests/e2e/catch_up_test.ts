@@ -7,7 +7,7 @@
 import { afterEach, expect, it } from "bun:test";
 import { waitFor } from "../helpers/broker.ts";
 import { dial, hello } from "../helpers/wire.ts";
-import { encode, OP } from "../../src/protocol/mod.ts";
+import { decode, encode, OP } from "../../src/protocol/mod.ts";
 import { renderMetrics } from "../../src/admin/metrics.ts";
 import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
 
@@ -128,22 +128,25 @@ it("catch-up: a slave ahead of a newly promoted master goes back to where their 
   expect(b2!.logger.lines.some((line) => /went back to index \d+: dropped 200 messages the master does not hold/.test(line))).toBe(true);
 }, 30_000);
 
-it("catch-up: a message a slave got only from a client is streamed by it, once promoted, before its resend is confirmed", async () => {
-  const [b0, b1, b2] = await peers.cluster(3, { cluster: { minInSyncReplicas: 2 } });
+/**
+ * A sender that reaches b1 alone while b0 is master: b1 holds the message, no master streamed it.
+ * Once b1 is promoted the sender resends it, and b1 confirms the resend only once b2 holds it.
+ */
+async function loneSenderResend(body: Uint8Array, channels: Record<string, unknown> = {}): Promise<[Peer, Peer]> {
+  const [b0, b1, b2] = await peers.cluster(3, { cluster: { minInSyncReplicas: 2 }, channels });
   for (const peer of [b0, b1, b2]) peer!.start();
   await waitFor(() => inSyncWith(b0!, "b1") && inSyncWith(b0!, "b2"), 10_000, "both slaves in sync");
-  // A sender that reaches b1 alone: b1 holds the message, and no master ever streamed it.
   const wire = await dial(b1!.port);
   peers.cleanup.defer(() => wire.close());
   await hello(wire, "lone-sender");
-  wire.send([OP.SEND, 1, "unlogged/v1/x", "m-unlogged", encode({ n: 1 })]);
+  wire.send([OP.SEND, 1, "unlogged/v1/x", "m-unlogged", body]);
   await waitFor(() => b1!.live("unlogged/v1") === 1, 5_000, "b1 holds it");
   expect(b2!.live("unlogged/v1")).toBe(0);
 
   await b0!.stop();
   b1!.broker.reload(b1!.config({ isMaster: true }));
   await waitFor(() => inSyncWith(b1!, "b2"), 10_000, "b2 in sync with b1");
-  wire.send([OP.SEND, 2, "unlogged/v1/x", "m-unlogged", encode({ n: 1 })]); // the sender's resend, same id
+  wire.send([OP.SEND, 2, "unlogged/v1/x", "m-unlogged", body]); // the sender's resend, same id
   let answer = await wire.expectAny([OP.OK, OP.ERROR]);
   // The first send was answered by b1 as a slave ("slave": not a confirmation): wait for ref 2's.
   while (answer[0] === OP.OK && !(answer[1] as number[]).includes(2)) answer = await wire.expectAny([OP.OK, OP.ERROR]);
@@ -151,6 +154,18 @@ it("catch-up: a message a slave got only from a client is streamed by it, once p
   expect(answer[2]).not.toBe("slave");
   expect(b2!.live("unlogged/v1")).toBe(1); // confirmed only once the in-sync replica holds it too
   expect(b1!.live("unlogged/v1")).toBe(1); // and b1 did not queue it twice
+  return [b1!, b2!];
+}
+
+it("catch-up: a message a slave got only from a client is streamed by it, once promoted, before its resend is confirmed", async () => {
+  await loneSenderResend(encode({ n: 1 }));
+}, 30_000);
+
+it("catch-up: that message is streamed in its channel's format, as the slave stored it", async () => {
+  const [b1, b2] = await loneSenderResend(encode({ paid: 1 }), { "unlogged/v1": { map: { paid: ["binary", "toBoolean"] } } });
+  const copy = (peer: Peer) => peer.broker.store!.load().find((message) => message.id === "m-unlogged")!.body;
+  expect(decode(copy(b1))).toEqual({ paid: true });
+  expect(decode(copy(b2))).toEqual({ paid: true });
 }, 30_000);
 
 it("catch-up: a master that has confirmed nothing yet saves the position it was elected at, not index 0", async () => {
