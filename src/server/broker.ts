@@ -367,7 +367,11 @@ export class Broker {
         `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
       );
     }
-    if (this.disk?.low && queue.settings.durability !== "memory") throw this.disk.refusal(channelName);
+    if (queue.settings.durability !== "memory") {
+      if (this.disk?.low) throw this.disk.refusal(channelName);
+      const refused = this.store?.refusal?.(channelName);
+      if (refused) throw refused;
+    }
     const master = this.isMaster;
     if (master) this.cluster.replication.checkReplicas(channelName);
     const message = this.#intake.create(messageId, queue, destination, body, this.now());
@@ -457,6 +461,7 @@ export class Broker {
   tick(): void {
     const now = this.now();
     this.disk?.refresh();
+    this.store?.reclaim?.();
     for (const queue of this.queues.values()) if (queue.hasTimers) queue.tick(now);
     this.cluster.tick();
     this.flush();

@@ -99,8 +99,6 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   broker.cluster.start();
   let lastSample = broker.now();
   const reclaimer = new Reclaimer(broker.stats.counters);
-  // Disk space that drained queues leave goes back in small steps, between commits (space.ts).
-  const space = broker.store instanceof SqliteStore ? broker.store : null;
   let lastTick = performance.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,
@@ -111,7 +109,6 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       broker.stats.noteTimerDelay(tickAt - lastTick - TICK_MS);
       lastTick = tickAt;
       broker.tick();
-      space?.reclaim();
       const now = broker.now();
       if (now - lastSample >= 1000) {
         sampleStats(broker, now);

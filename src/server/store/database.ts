@@ -27,6 +27,8 @@ export interface SqliteStoreOptions {
   beforeCommit?: () => void;
   /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
   onCommit?: (elapsedMs: number) => void;
+  /** Free bytes of the data directory's file system (default: statfs); tests give their own. */
+  readFree?: (directory: string) => number;
 }
 
 /** Counters for statistics, the probe script and tests. */
@@ -169,8 +171,9 @@ export function enableIncrementalVacuum(db: Database, directory: string, log: Lo
   try {
     db.run("VACUUM"); // with auto_vacuum = INCREMENTAL set at open: rebuilt in that mode
   } catch (error) {
-    if (!isDiskFull(error)) throw error;
-    log.warn("store", `directory=${directory};no room to switch to incremental vacuum: disk space is not given back until a start with room`);
+    // The switch is an improvement, not a condition of opening: the store runs as before.
+    const why = isDiskFull(error) ? "no room to switch to incremental vacuum" : `cannot switch to incremental vacuum (${describe(error)})`;
+    log.warn("store", `directory=${directory};${why}: disk space is not given back until a start that can`);
     return false;
   }
   truncateWal(db); // the VACUUM went through the WAL: the whole file is in it

@@ -36,7 +36,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
-import { AUTO_VACUUM_INCREMENTAL, autoVacuum, describe, type SqliteStoreStats, truncateWal, WAL_SIZE_LIMIT } from "./database.ts";
+import { AUTO_VACUUM_INCREMENTAL, autoVacuum, describe, isDiskFull, type SqliteStoreStats, truncateWal, WAL_SIZE_LIMIT } from "./database.ts";
 import { freeBytes } from "./disk_floor.ts";
 import { STORE_FILE } from "./record.ts";
 
@@ -60,6 +60,8 @@ const MIN_STEP_PAGES = 16;
 const MAX_STEP_PAGES = 16_384;
 /** How often, while the reserve is in use, the free space is read to write it again. */
 const RESERVE_CHECK_MS = 100;
+/** How often a store whose disk never had room for the reserve tries to write it. */
+const RESERVE_RETRY_MS = 1000;
 /** How often the WAL's size is looked at. */
 const WAL_CHECK_MS = 1000;
 /** After a step that failed (a full disk, a scan holding the WAL), the next one waits this long. */
@@ -74,6 +76,8 @@ export interface StoreSpaceOptions {
   stats: SqliteStoreStats;
   /** Runs before each vacuum step: the store turns the fsync of commits off (nobody waits for them). */
   beforeWrite: () => void;
+  /** Free bytes of the directory's file system (disk_floor.ts's statfs; a test gives its own). */
+  readFree?: (directory: string) => number;
 }
 
 export class StoreSpace {
@@ -82,6 +86,7 @@ export class StoreSpace {
   readonly #log: Logger;
   readonly #stats: SqliteStoreStats;
   readonly #beforeWrite: () => void;
+  readonly #readFree: (directory: string) => number;
   readonly #freelist: Statement<{ freelist_count: number }, []>;
   readonly #pageCount: Statement<{ page_count: number }, []>;
   readonly #reservePath: string;
@@ -93,6 +98,8 @@ export class StoreSpace {
   #stepPages = 256;
   /** Pages went back since the last truncating checkpoint: the file shrinks only at one. */
   #shrunk = false;
+  /** The freelist's length when last read (null: not yet). */
+  #free: number | null = null;
   #reserveCheckedAt = -Infinity;
   #walCheckedAt = -Infinity;
   #failedAt = -Infinity;
@@ -108,6 +115,7 @@ export class StoreSpace {
     this.#log = options.log;
     this.#stats = options.stats;
     this.#beforeWrite = options.beforeWrite;
+    this.#readFree = options.readFree ?? freeBytes;
     this.#freelist = db.prepare("PRAGMA freelist_count");
     this.#pageCount = db.prepare("PRAGMA page_count");
     this.#reservePath = join(this.#directory, RESERVE_FILE);
@@ -123,13 +131,13 @@ export class StoreSpace {
   }
 
   /**
-   * True while the reserve is in use and the disk still has no room to write it again (read at
-   * most every RESERVE_CHECK_MS): new messages are refused, so that the room it gave serves acks.
+   * True while the reserve is in use and the disk still has no room to write it again (looked at
+   * every RESERVE_CHECK_MS, by a send or the tick): new messages are refused, so that the room it
+   * gave serves acks. The first send after space came back writes it and is taken.
    */
   get short(): boolean {
     if (this.#reserve !== "used") return false;
-    const now = performance.now();
-    if (now - this.#reserveCheckedAt >= RESERVE_CHECK_MS) this.#restore(now);
+    this.#keepReserve(performance.now());
     return this.#reserve === "used";
   }
 
@@ -145,19 +153,25 @@ export class StoreSpace {
    */
   reclaim(): void {
     const now = performance.now();
+    this.#keepReserve(now);
     const short = this.short;
     const rows = this.#stats.inserted + this.#stats.deleted;
     const busy = (rows - this.#rowsSeen) * 1000 > BUSY_ROWS_PER_SECOND * (now - this.#calledAt);
+    const moved = rows !== this.#rowsSeen;
     this.#rowsSeen = rows;
     this.#calledAt = now;
     if (now - this.#failedAt < RETRY_MS || (busy && !short && now - this.#steppedAt < BUSY_STEP_MS)) return;
     try {
-      const free = this.#vacuumable ? this.#freelist.get()!.freelist_count : 0;
+      // The freelist changes only with rows written or vacuum steps: an idle store reads nothing.
+      const known = !moved && !short && !this.#shrunk ? this.#free : null;
+      const free = !this.#vacuumable ? 0 : known ?? this.#freelist.get()!.freelist_count;
+      this.#free = free;
       // While rows stream in and out, free pages are reused at once: a small file is left alone
       // (a steady work queue would pay a vacuum step and a truncating checkpoint, with their
       // fsyncs, every BUSY_STEP_MS for nothing), a drained backlog's space goes back meanwhile.
       const worth = free >= (busy ? BUSY_RECLAIM_MIN_PAGES : RECLAIM_MIN_PAGES) && free * 4 >= this.#pageCount.get()!.page_count;
       if (free > 0 && (short || worth)) {
+        this.#free = null; // read again after the step
         this.#vacuum(free, now);
       } else if (this.#shrunk || (!busy && this.#walGrew(now))) {
         // A WAL over its limit waits for a quiet store: until then every commit's checkpoint cuts it back.
@@ -166,8 +180,10 @@ export class StoreSpace {
         this.#count(now);
       }
     } catch (error) {
-      // A full disk or a scan in progress (its snapshot holds the WAL): tried again later.
+      // A full disk or a scan in progress (its snapshot holds the WAL): tried again later, and
+      // after a full disk with the smallest step (it must fit in the room the reserve gave).
       this.#failedAt = performance.now();
+      if (isDiskFull(error)) this.#stepPages = MIN_STEP_PAGES;
       this.#log.debug("store", `directory=${this.#directory};space not given back yet: ${describe(error)}`);
     }
   }
@@ -225,11 +241,20 @@ export class StoreSpace {
     return (statSync(this.#walPath, { throwIfNoEntry: false })?.size ?? 0) > WAL_SIZE_LIMIT;
   }
 
-  #restore(now: number): void {
+  /**
+   * Writes the reserve again once the disk has room: after a full disk emptied it (every
+   * RESERVE_CHECK_MS), or when the disk never had room for it (every RESERVE_RETRY_MS).
+   */
+  #keepReserve(now: number): void {
+    if (this.#reserve === "held") return;
+    const every = this.#reserve === "used" ? RESERVE_CHECK_MS : RESERVE_RETRY_MS;
+    if (now - this.#reserveCheckedAt < every) return;
     this.#reserveCheckedAt = now;
-    if (!this.#write("empty")) return;
+    if (!this.#write(this.#reserve === "used" ? "empty" : "remove")) return;
+    if (this.#reserve === "used") {
+      this.#log.info("store", `directory=${this.#directory};disk has room again: reserve restored, sends accepted`);
+    }
     this.#reserve = "held";
-    this.#log.info("store", `directory=${this.#directory};disk has room again: reserve restored, sends accepted`);
   }
 
   /**
@@ -240,7 +265,7 @@ export class StoreSpace {
   #write(onFailure: "empty" | "remove"): boolean {
     let free: number;
     try {
-      free = freeBytes(this.#directory) + (statSync(this.#reservePath, { throwIfNoEntry: false })?.size ?? 0);
+      free = this.#readFree(this.#directory) + (statSync(this.#reservePath, { throwIfNoEntry: false })?.size ?? 0);
     } catch {
       return false;
     }

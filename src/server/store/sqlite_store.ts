@@ -141,7 +141,7 @@ export class SqliteStore implements PagingStore {
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#rows = new QueueRows(db);
     const beforeWrite = () => this.#syncOnCommit(false);
-    this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite });
+    this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -271,9 +271,15 @@ export class SqliteStore implements PagingStore {
     if (this.#closed) throw new KittenError("STORE_UNAVAILABLE", `Cannot use the store in "${this.directory}": it is closed`);
   }
 
-  /** One bounded step of giving disk space back (space.ts); the server's tick calls it. */
+  /** One bounded step of giving disk space back (space.ts); the broker's tick calls it. */
   reclaim(): void {
-    if (!this.#closed && !this.#db.inTransaction) this.#space.reclaim();
+    if (!this.#closed) this.#space.reclaim();
+  }
+
+  /** While the reserve is in use (the disk filled up), new messages are refused: its room is for acks. */
+  refusal(channel: string): KittenError | null {
+    if (!this.#space.short) return null;
+    return new KittenError("STORE_UNAVAILABLE", `Cannot send to "${channel}": the store in "${this.directory}" refuses new messages: ${this.#space.shortReason}`);
   }
 
   /** A meta value (`epoch`, `store_version`, …), or null. */

@@ -4,6 +4,7 @@
  * store implements it for tests, without the queue engine noticing the difference.
  */
 import type { DeadLetterInfo } from "../../protocol/ops.ts";
+import type { KittenError } from "../../protocol/errors.ts";
 
 /** When a stored message counts as safe: after the commit holding it (fsync), or at once (batch). */
 export type DurableMode = "fsync" | "batch";
@@ -61,6 +62,13 @@ export interface Store {
   setMeta(key: string, value: string | number): void;
   /** Flushes what is pending and releases resources. */
   close(): void | Promise<void>;
+  /**
+   * Why a durable send to `channel` is refused now, or null: asked before the send is streamed
+   * to replicas, so that a refusal costs them nothing. `append` refuses the same on its own.
+   */
+  refusal?(channel: string): KittenError | null;
+  /** One bounded step of housekeeping that gives disk space back; the broker's tick calls it. */
+  reclaim?(): void;
 }
 
 /** One queue's share of a store: rows and estimated bytes on disk. */

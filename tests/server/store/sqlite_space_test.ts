@@ -147,3 +147,48 @@ it("SqliteStore opened with its reserve in use (an empty file) writes it again w
   expect(sizeOf(join(directory, RESERVE_FILE))).toBe(RESERVE_BYTES);
   store.close();
 });
+
+it("SqliteStore refuses new messages while its reserve is in use and the disk has no room, before anything is committed, and takes them once it has", async () => {
+  let failing = false;
+  let free = 1 << 30;
+  const beforeCommit = () => {
+    if (failing) throw diskFull();
+  };
+  await withStore({ beforeCommit, readFree: () => free, retryIntervalMs: 5 }, async (store, directory) => {
+    failing = true;
+    expect((await storeRejection(store.append(storedMessage(1)))).code).toBe("STORE_UNAVAILABLE"); // empties the reserve
+    failing = false;
+    free = 0; // the disk is still full
+    const failed = store.stats.failedCommits;
+    const refusal = store.refusal("orders/v1/x");
+    expect(refusal?.code).toBe("STORE_UNAVAILABLE");
+    expect(refusal?.message).toContain('Cannot send to "orders/v1/x"');
+    expect(refusal?.message).toContain(RESERVE_FILE);
+    const refused = await storeRejection(store.append(storedMessage(2)));
+    expect(refused.message).toContain(RESERVE_FILE);
+    expect(store.stats.failedCommits).toBe(failed); // refused, not tried
+    expect(sizeOf(join(directory, RESERVE_FILE))).toBe(0);
+
+    free = 1 << 30; // room again: within RESERVE_CHECK_MS the reserve is written and sends are taken
+    await waitFor(() => store.refusal("orders/v1/x") === null, 2_000, "the reserve written again");
+    expect(sizeOf(join(directory, RESERVE_FILE))).toBe(RESERVE_BYTES);
+    await store.append(storedMessage(3));
+    expect(store.load().map((message) => message.id)).toEqual([storedMessage(3).id]);
+  });
+});
+
+it("SqliteStore whose disk had no room for the reserve at open writes it from reclaim() once the disk has room", async () => {
+  let free = 0;
+  await withStore({ readFree: () => free }, async (store, directory) => {
+    const reserve = join(directory, RESERVE_FILE);
+    expect(existsSync(reserve)).toBe(false);
+    store.reclaim();
+    expect(existsSync(reserve)).toBe(false);
+    free = 1 << 30;
+    await waitFor(() => {
+      store.reclaim();
+      return sizeOf(reserve) === RESERVE_BYTES;
+    }, 3_000, "the reserve written");
+    expect(store.refusal("orders/v1/x")).toBeNull();
+  });
+});
