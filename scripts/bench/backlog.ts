@@ -270,6 +270,5 @@ export function backlogVerdicts(r: BacklogResult): { line: string; pass: boolean
 interface ProbeResult {
   confirmed: number;
   failed: number;
-  maxConfirmMs: number;
   slowConfirms: [sentAt: number, ms: number][];
 }

@@ -45,17 +45,17 @@ export const RESERVE_FILE = "kitten-mq.reserve";
 /** Room kept for a full disk: twice what the WAL is cut back to, which bounds the pages a checkpoint must add. */
 export const RESERVE_BYTES = 2 * WAL_SIZE_LIMIT;
 /** Free space beyond the reserve that the disk must have before it is written (so that writing it never fills the disk). */
-export const RESERVE_MARGIN = WAL_SIZE_LIMIT;
+const RESERVE_MARGIN = WAL_SIZE_LIMIT;
 /** Fewer free pages than this are not worth a vacuum step (256 KiB). */
-export const RECLAIM_MIN_PAGES = 64;
+const RECLAIM_MIN_PAGES = 64;
 /** About how long one vacuum step may block the event loop (ms). */
-export const STEP_TARGET_MS = 4;
+const STEP_TARGET_MS = 4;
 /** Fewer free pages than this are left alone while the store is busy (16 MiB): they are reused at once. */
-export const BUSY_RECLAIM_MIN_PAGES = 4096;
+const BUSY_RECLAIM_MIN_PAGES = 4096;
 /** Rows inserted and deleted per second above which the store is busy (a drain, a burst). */
-export const BUSY_ROWS_PER_SECOND = 1000;
+const BUSY_ROWS_PER_SECOND = 1000;
 /** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
-export const BUSY_STEP_MS = 250;
+const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
 const MAX_STEP_PAGES = 16_384;
 /** How often, while the reserve is in use, the free space is read to write it again. */
@@ -69,7 +69,7 @@ const RETRY_MS = 1000;
 /** After a commit that met a full disk, how soon the WAL may be checkpointed again for it. */
 const FULL_CHECKPOINT_MS = 1000;
 
-export interface StoreSpaceOptions {
+interface StoreSpaceOptions {
   directory: string;
   log: Logger;
   /** The store's counters: the reclaim figures are kept there. */
