@@ -8,7 +8,9 @@
  *
  * Options: --cycles N (20), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
  * 150..600), --window N (sends in flight, 200), --live-consumer (also consume and ack during the
- * cycles, so acks are lost by the kills too and redeliveries show up as duplicates).
+ * cycles, so acks are lost by the kills too and redeliveries show up as duplicates), --backlog N
+ * (N messages stored first in a queue nobody consumes until the end: every restart happens with
+ * them on disk; the last lines give the restart times and the backlog's count).
  */
 import { parseArgs } from "node:util";
 import { runCrashTest } from "../tests/helpers/crash.ts";
@@ -22,6 +24,7 @@ const { values } = parseArgs({
     "max-run-ms": { type: "string", default: "600" },
     window: { type: "string", default: "200" },
     "live-consumer": { type: "boolean", default: false },
+    backlog: { type: "string", default: "0" },
   },
 });
 
@@ -44,6 +47,7 @@ const result = await runCrashTest({
   maxRunMs: int("max-run-ms", 1),
   window: int("window", 1),
   liveConsumer: values["live-consumer"],
+  backlog: int("backlog", 0),
   log: (line) => console.log(line),
 });
 console.log(
@@ -51,6 +55,15 @@ console.log(
     `delivered but never confirmed: ${result.unconfirmedDelivered}, seed: ${seed}, ` +
     `${((performance.now() - started) / 1000).toFixed(1)} s`,
 );
+if (result.restartMs.length > 0) {
+  const sorted = [...result.restartMs].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  console.log(`restart (spawn → listening) with ${result.backlog.confirmed} messages kept: p50 ${at(0.5)} ms, max ${sorted.at(-1)} ms`);
+}
+if (result.backlog.confirmed > 0) console.log(`backlog: ${result.backlog.confirmed} confirmed, ${result.backlog.lost} lost`);
 if (result.lost > 0) console.log(`lost (first ${result.lostSample.length}): ${result.lostSample.join(", ")}`);
-console.log(`kill-9 cycles: ${result.cycles}, confirmed: ${result.confirmed}, lost: ${result.lost}, duplicates: ${result.duplicates}`);
-process.exit(result.lost > 0 ? 1 : 0);
+console.log(
+  `kill-9 cycles: ${result.cycles}, confirmed: ${result.confirmed + result.backlog.confirmed}, ` +
+    `lost: ${result.lost + result.backlog.lost}, duplicates: ${result.duplicates}`,
+);
+process.exit(result.lost > 0 || result.backlog.lost > 0 ? 1 : 0);

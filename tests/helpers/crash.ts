@@ -98,6 +98,11 @@ export interface CrashOptions {
   window?: number;
   /** Also consume (and ack) during the cycles, so acks are lost by the kills too. */
   liveConsumer?: boolean;
+  /**
+   * Messages sent first to a queue of their own that nobody consumes until the end: every kill
+   * and restart happens with them stored (the restart reads one page of them, not all).
+   */
+  backlog?: number;
   /** Progress lines (the script prints them). */
   log?: (line: string) => void;
 }
@@ -122,9 +127,14 @@ export interface CrashResult {
   lostSample: number[];
   /** Rejection codes seen. */
   rejectionCodes: string[];
+  /** Per restart: ms from the spawn to the listening line (with the backlog stored). */
+  restartMs: number[];
+  /** Backlog messages confirmed, and those not delivered at the end. */
+  backlog: { confirmed: number; lost: number };
 }
 
 const CHANNEL = "crash/v1";
+const KEPT = "crash-kept/v1";
 
 /**
  * Publishes with confirms in a loop while a subprocess broker in fsync mode is killed with
@@ -132,7 +142,7 @@ const CHANNEL = "crash/v1";
  * consumes everything and checks every confirmed message arrived at least once.
  */
 export async function runCrashTest(options: CrashOptions): Promise<CrashResult> {
-  const { cycles, seed, minRunMs = 150, maxRunMs = 600, window = 200, liveConsumer = false } = options;
+  const { cycles, seed, minRunMs = 150, maxRunMs = 600, window = 200, liveConsumer = false, backlog = 0 } = options;
   const log = options.log ?? (() => {});
   const random = mulberry32(seed);
   const root = mkdtempSync(join(tmpdir(), "kitten-crash-e2e-"));
@@ -160,6 +170,9 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
   let publishing = true;
   let broker: ChildBroker | null = null;
   const confirmedPerCycle: number[] = [];
+  const restartMs: number[] = [];
+  const kept = new Set<number>();
+  const keptReceived = new Map<number, number>();
 
   const consume = () =>
     consumer.consume(`${CHANNEL}/*`, (error, message, done) => {
@@ -189,6 +202,11 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
   try {
     broker = await spawnBroker(configPath);
     await publisher.connect(clientOptions("crash-publisher"));
+    for (let n = 0; n < backlog; n += window) {
+      const batch = Array.from({ length: Math.min(window, backlog - n) }, (_, i) => n + i);
+      await Promise.all(batch.map((k) => publisher.send(`${KEPT}/x`, { k }).then(() => kept.add(k))));
+    }
+    if (backlog > 0) log(`backlog: ${kept.size} messages confirmed in ${KEPT}`);
     if (liveConsumer) {
       await consumer.connect(clientOptions("crash-consumer"));
       await consume().ready;
@@ -202,8 +220,13 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
       await kill9(broker);
       broker = null;
       confirmedPerCycle.push(confirmed.size - before);
-      log(`cycle ${cycle}: ran ${runMs} ms, ${confirmed.size - before} confirmed, ${inFlight} sends in flight at kill -9`);
+      const spawned = performance.now();
       broker = await spawnBroker(configPath);
+      restartMs.push(Math.round(performance.now() - spawned));
+      log(
+        `cycle ${cycle}: ran ${runMs} ms, ${confirmed.size - before} confirmed, ${inFlight} sends in flight at kill -9; ` +
+          `restarted in ${restartMs.at(-1)} ms`,
+      );
     }
     // The last broker stays up: every send still unconfirmed is replayed to it and confirmed.
     publishing = false;
@@ -215,6 +238,16 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
     }
     await waitFor(() => [...confirmed].every((n) => received.has(n)), 20_000, "every confirmed message delivered").catch(() => {});
     const { lost: lostList, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 300);
+    if (backlog > 0) {
+      await consumer.consume(`${KEPT}/*`, (error, message, done) => {
+        if (error) return;
+        const k = (message as { k: number }).k;
+        keptReceived.set(k, (keptReceived.get(k) ?? 0) + 1);
+        done();
+      }, { prefetch: 1000 }).ready;
+      await waitFor(() => [...kept].every((k) => keptReceived.has(k)), 300_000, "the backlog delivered").catch(() => {});
+    }
+    const keptLost = [...kept].filter((k) => !keptReceived.has(k)).length;
     await publisher.disconnect();
     await consumer.disconnect();
     // A soft stop (SIGTERM) of the last broker must exit 0.
@@ -233,6 +266,8 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
       confirmedPerCycle,
       lostSample: lostList.slice(0, 20),
       rejectionCodes: [...rejectionCodes],
+      restartMs,
+      backlog: { confirmed: kept.size, lost: keptLost },
     };
   } finally {
     publishing = false;
