@@ -186,3 +186,29 @@ it("catch-up: a master that has confirmed nothing yet saves the position it was 
   broker.cluster.tick();
   expect(Number(broker.store!.meta("logIndex"))).toBe(index);
 }, 30_000);
+
+it("catch-up: a resend of a message the master holds is confirmed only while the in-sync set holds the log (refused with NOT_ENOUGH_REPLICAS when too few are in sync)", async () => {
+  const [b0, b1] = await peers.cluster(2, { cluster: { minInSyncReplicas: 2 } });
+  b0!.start();
+  b1!.start();
+  await waitFor(() => inSyncWith(b0!, "b1"), 10_000, "b1 in sync");
+  const wire = await dial(b0!.port);
+  peers.cleanup.defer(() => wire.close());
+  await hello(wire, "resender");
+  wire.send([OP.SEND, 1, "held/v1/x", "m-held", encode({ n: 1 })]);
+  expect((await wire.expect(OP.OK, 5_000))[1]).toEqual([1]);
+
+  await b1!.stop();
+  await waitFor(() => replicaOf(b0!, "b1") === undefined, 10_000, "b1's link closed on b0");
+  wire.send([OP.SEND, 2, "held/v1/x", "m-held", encode({ n: 1 })]); // the sender's resend, same id
+  const refused = await wire.expect(OP.ERROR, 5_000);
+  expect(refused[2]).toBe("NOT_ENOUGH_REPLICAS");
+  expect(b0!.live("held/v1")).toBe(1); // held, not queued again
+
+  b1!.start();
+  await waitFor(() => inSyncWith(b0!, "b1"), 10_000, "b1 back in sync");
+  wire.send([OP.SEND, 3, "held/v1/x", "m-held", encode({ n: 1 })]);
+  expect((await wire.expect(OP.OK, 5_000))[1]).toEqual([3]);
+  expect(b0!.live("held/v1")).toBe(1);
+  expect(b1!.live("held/v1")).toBe(1);
+}, 30_000);
