@@ -275,7 +275,12 @@ export class Cluster {
     const after = this.positions.uncertainAfter;
     if (after === null || this.positions.history.epochs.length === 0) return;
     const epoch = Math.max(this.epoch, this.#seenEpoch) + 1;
-    this.host.store?.setMeta("epoch", epoch);
+    try {
+      this.host.store?.setMeta("epoch", epoch);
+    } catch (error) {
+      // A full disk at start: the broker runs (it serves what it holds); the next start raises again.
+      this.host.log.error("cluster", `cannot save epoch ${epoch}: ${(error as Error).message}`);
+    }
     this.epoch = epoch;
     this.host.log.warn(
       "cluster",
