@@ -41,7 +41,7 @@ export class Client extends EventEmitter {
   #options: ClientOptions | null = null;
   #connections: HostConnection[] = [];
   readonly #subscriptions = new Map<number, Subscription>();
-  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection, resent after a refusal that waiting fixes. */
+  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection and promotion, resent after a refusal that waiting fixes. */
   readonly #sends = new PendingSends({
     write: (send) => {
       for (const connection of this.#connections) connection.sendFramed(send.frame);
@@ -272,14 +272,7 @@ export class Client extends EventEmitter {
       }
       connection.send(request.op);
     }
-    for (const pending of this.#sends.values()) {
-      try {
-        checkFrameSize(connection, pending.channel, pending.frame);
-        connection.sendFramed(pending.frame);
-      } catch (error) {
-        this.#sends.fail(pending, error as KittenError);
-      }
-    }
+    this.#replay(connection);
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
     if (first) this.#tell("connect", { host: connection.host.label, welcome: connection.welcome });
@@ -319,7 +312,7 @@ export class Client extends EventEmitter {
         this.#masters.check(connection);
         // A slave just promoted already stored our unconfirmed sends: resending them gets their
         // confirmation (the broker drops the duplicates).
-        if (this.#masters.isMaster(connection)) for (const pending of this.#sends.values()) connection.sendFramed(pending.frame);
+        if (this.#masters.isMaster(connection)) this.#replay(connection);
         return;
       }
       default:
@@ -360,10 +353,28 @@ export class Client extends EventEmitter {
   /**
    * A refused send goes again to the master only: the slaves hold it already (or get it when they
    * reconnect). With no master connected nothing is written: a new link, or a slave's promotion,
-   * gets every pending send at once.
+   * gets every pending send at once (#replay).
    */
   #resend(send: PendingSend): void {
-    for (const connection of this.#connections) if (this.#masters.isMaster(connection)) connection.sendFramed(send.frame);
+    for (const connection of this.#connections) if (this.#masters.isMaster(connection)) this.#write(connection, send);
+  }
+
+  /**
+   * Every pending send to a new link, or to a slave just promoted, in call order. A link to the
+   * master ends a hold on sends (PendingSends.replay): they have all gone to it.
+   */
+  #replay(connection: HostConnection): void {
+    this.#sends.replay((send) => this.#write(connection, send), { toMaster: this.#masters.isMaster(connection) });
+  }
+
+  /** A pending send to one broker; one larger than that broker takes is refused here, for good. */
+  #write(connection: HostConnection, send: PendingSend): void {
+    try {
+      checkFrameSize(connection, send.channel, send.frame);
+    } catch (error) {
+      return this.#sends.fail(send, error as KittenError);
+    }
+    connection.sendFramed(send.frame);
   }
 
   /** Where each host stands: connected or not, its role and epoch, and which one is master. */

@@ -11,7 +11,8 @@
  * master confirms a send, every waiting send goes out, in call order. One send per round while
  * the master refuses, however many wait, and the queue order stays the order of the calls. A
  * send goes again as the same frame, so with the same message id: a broker that already took it
- * drops the duplicate.
+ * drops the duplicate. A new link gets every pending send at once (`replay`); a link to a master
+ * ends the hold.
  *
  * Two timers serve every send (the backoff, the next deadline), and neither keeps the process
  * alive: they are unref'd, from node:timers, which Bun, Deno and Node all provide.
@@ -100,6 +101,27 @@ export class PendingSends {
       if (held) this.#waiting.add(send);
       else this.events.write(send);
     });
+  }
+
+  /**
+   * A new link: `write` is given every pending send, in call order, and each counts as written
+   * (one held back, once released, goes to the master only). On a link to a master (`toMaster`:
+   * a new link, or a slave promoted) the hold ends, as at a confirmation: that master just got
+   * every send, so none waits, no probe is out, and the backoff starts over at its first round.
+   * A slave's new link leaves the hold on the master as it is. `write` may fail a send (`fail`).
+   */
+  replay(write: (send: PendingSend) => void, { toMaster }: { toMaster: boolean }): void {
+    if (toMaster) {
+      this.#waiting.clear();
+      this.#rounds = 0;
+      this.#probe = null;
+      if (this.#backoff) clearTimeout(this.#backoff);
+      this.#backoff = null;
+    }
+    for (const send of this.#sends.values()) {
+      send.written = true;
+      write(send);
+    }
   }
 
   /** The master confirmed it: it confirms again, so every waiting send goes out now. */

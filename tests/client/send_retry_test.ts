@@ -227,3 +227,61 @@ it("a send waiting for its resend does not keep the process alive", async () => 
   expect(exited).toBe(0);
   expect(await new Response(child.stdout).text()).toContain("refused twice");
 }, 15_000);
+
+it("sends held during a refusal, over a lost link: the reconnected master gets each send once, and its confirmation writes none again", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => (index === 0 ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  const mq = await connected([broker]);
+  const first = mq.send("retry/v1/replay", 0);
+  await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
+  const held = Array.from({ length: 5 }, (_, n) => mq.send("retry/v1/replay", n + 1)); // held: the backoff runs
+  broker.drop(); // before the backoff ends: the probe, if it comes, finds no master
+  await Promise.all([first, ...held]);
+  // The new link got every pending send once, in call order; the confirmations that followed
+  // ended the hold without writing the held sends again.
+  const ids = [...broker.sendsPerId.keys()];
+  expect(ids.length).toBe(6);
+  expect([...broker.sendsPerId.values()]).toEqual([2, 1, 1, 1, 1, 1]);
+  expect(broker.sends.map((send) => [send.link, send.messageId])).toEqual([[1, ids[0]!], ...ids.map((id) => [2, id])]);
+});
+
+it("sends held during a refusal, then a slave promoted: the new master gets each send once, and its confirmation writes none again", async () => {
+  const a = new FakeBroker(1001, "master", 1);
+  const b = new FakeBroker(1002, "slave", 0);
+  a.answer = refuse("NOT_ENOUGH_REPLICAS");
+  b.answer = slave();
+  const mq = await connected([a, b]);
+  const first = mq.send("retry/v1/promoted", 0);
+  await waitFor(() => a.sends.length === 1 && b.sends.length === 1, 2000, "the first send refused by the master, stored by the slave");
+  const held = [mq.send("retry/v1/promoted", 1), mq.send("retry/v1/promoted", 2)]; // held: never written
+  b.answer = ok();
+  b.setRole("master", 2);
+  await Promise.all([first, ...held]);
+  const [id0, id1, id2] = [...b.sendsPerId.keys()];
+  // Stored as slave, then the promotion's replay: each id once more, none after the confirmations.
+  expect(b.messageIds).toEqual([id0!, id0!, id1!, id2!]);
+  // The old master (fenced by the higher epoch) was never written the held sends.
+  expect(a.messageIds.every((id) => id === id0)).toBe(true);
+});
+
+it("a slave's link opening during a refusal gets every pending send, and the hold on the master goes on: one probe per round, then each send to the master once", async () => {
+  const a = new FakeBroker(1001, "master", 1);
+  const b = new FakeBroker(1002, "slave", 1);
+  let refusing = true;
+  a.answer = (send, index) => (refusing ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index);
+  b.answer = slave();
+  const mq = await connected([a, b]);
+  const first = mq.send("retry/v1/slave-link", 0);
+  await waitFor(() => a.sends.length === 1, 2000, "the first send refused");
+  const held = [mq.send("retry/v1/slave-link", 1), mq.send("retry/v1/slave-link", 2)];
+  b.drop(); // the slave's link comes back while the master still refuses
+  await waitFor(() => b.sends.some((send) => send.link === 2) && a.sends.length >= 3, 2000, "the slave's new link, two more probes");
+  const [id0, id1, id2] = [...b.sendsPerId.keys()];
+  expect(b.sends.map((send) => [send.link, send.messageId])).toEqual([[1, id0!], [2, id0!], [2, id1!], [2, id2!]]);
+  expect(new Set(a.messageIds)).toEqual(new Set([id0!])); // probes only: the held sends wait
+  refusing = false;
+  await Promise.all([first, ...held]);
+  // Released to the master only (the slave has them): each once.
+  expect(a.messageIds.slice(a.messageIds.lastIndexOf(id0!) + 1)).toEqual([id1!, id2!]);
+  expect(b.sends.length).toBe(4);
+});

@@ -1,8 +1,8 @@
 /**
  * Brokers of a few lines, for client tests without sockets: `fakeDial(brokers)` connects a
  * `Client` to the `FakeBroker` of each host's port. A fake broker welcomes every HELLO (no
- * challenge), records every SEND it reads with the time it read it, and answers it as the test's
- * `answer` says: `ok()`, `slave()`, `refuse(code)`, or null for no answer.
+ * challenge), records every SEND it reads with the time and the link it read it on, and answers it
+ * as the test's `answer` says: `ok()`, `slave()`, `refuse(code)`, or null for no answer.
  */
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import type { ErrorCode } from "../../src/protocol/errors.ts";
@@ -16,6 +16,8 @@ export interface SeenSend {
   messageId: string;
   /** performance.now() when the broker read it. */
   at: number;
+  /** Which of the broker's links read it: 1 for the first accepted, 2 for the next… */
+  link: number;
 }
 
 export type Answer = (send: SeenSend, index: number) => unknown[] | null;
@@ -32,6 +34,8 @@ export class FakeBroker {
   accepting = true;
   /** Each open link, with what closes it from the broker's side. */
   readonly #links = new Map<TransportHandlers, () => void>();
+  /** Links accepted so far. */
+  #accepted = 0;
 
   constructor(readonly port: number, public role: "master" | "slave" = "master", public epoch = 0) {}
 
@@ -48,6 +52,13 @@ export class FakeBroker {
     return this.sends.map((send) => send.messageId);
   }
 
+  /** How many SENDs of each message id the broker read, by id, in the order of their first read. */
+  get sendsPerId(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const { messageId } of this.sends) counts.set(messageId, (counts.get(messageId) ?? 0) + 1);
+    return counts;
+  }
+
   /** A promotion or demotion: every link is told with ROLE, as a real broker does. */
   setRole(role: "master" | "slave", epoch: number): void {
     this.role = role;
@@ -62,6 +73,7 @@ export class FakeBroker {
 
   accept(handlers: TransportHandlers) {
     let open = false;
+    let link = 0;
     const decoder = new FrameDecoder();
     const reply = (op: unknown[]) => queueMicrotask(() => open && handlers.data(frame(encode(op))));
     const close = () => {
@@ -73,6 +85,7 @@ export class FakeBroker {
     queueMicrotask(() => {
       if (!this.accepting) return handlers.close(new Error("connect ECONNREFUSED (fake)"));
       open = true;
+      link = ++this.#accepted;
       this.#links.set(handlers, close);
       handlers.open();
     });
@@ -84,7 +97,7 @@ export class FakeBroker {
           if (op[0] === OP.HELLO) {
             reply([OP.WELCOME, { server: "fake", serviceId: "broker-1", protocol: 1, role: this.role, epoch: this.epoch, maxFrameSize: 1 << 20, version: "0" }]);
           } else if (op[0] === OP.SEND) {
-            const send = { ref: op[1] as number, channel: op[2] as string, messageId: op[3] as string, at: performance.now() };
+            const send = { ref: op[1] as number, channel: op[2] as string, messageId: op[3] as string, at: performance.now(), link };
             this.sends.push(send);
             const answer = this.answer(send, this.sends.length - 1);
             if (answer) reply(answer);
