@@ -30,6 +30,8 @@ export interface PendingSend {
   readonly deadline: number;
   /** False while it is held back, made while the master refused: no broker was sent it yet. */
   written: boolean;
+  /** Held back until the master confirms again: refused for now, or made meanwhile. */
+  waiting: boolean;
   /** How many times a broker refused it with a code that waiting fixes. */
   refusals: number;
   /** The last such refusal (for a send held back, the client's last one): TIMEOUT and CLOSED name it. */
@@ -55,13 +57,11 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 type Timer = ReturnType<typeof setTimeout>;
 
 export class PendingSends {
-  /** By ref, in call order: what a new link is sent, first to last. */
+  /** By ref, in call order: what a new link is sent, first to last, and the order sends go again. */
   readonly #sends = new Map<number, PendingSend>();
-  /** Sends held back until the master confirms again: refused for now, or made meanwhile. */
-  readonly #waiting = new Set<PendingSend>();
   /** Runs while the client backs off; at its end, the probe goes. */
   #backoff: Timer | null = null;
-  /** The oldest waiting send, sent again alone to learn whether the master confirms again. */
+  /** The oldest waiting send when the backoff ended, sent again alone to learn whether the master confirms again. */
   #probe: PendingSend | null = null;
   /** Rounds of refusals since the master last confirmed a send: the backoff doubles with each. */
   #rounds = 0;
@@ -95,11 +95,10 @@ export class PendingSends {
       const deadline = performance.now() + timeoutMs;
       const held = this.holding;
       const refusal = held ? this.#lastRefusal : null;
-      const send: PendingSend = { ref, channel, frame, timeoutMs, deadline, written: !held, refusals: 0, refusal, resolve, reject };
+      const send: PendingSend = { ref, channel, frame, timeoutMs, deadline, written: !held, waiting: held, refusals: 0, refusal, resolve, reject };
       this.#sends.set(ref, send);
       this.#armDeadline(deadline);
-      if (held) this.#waiting.add(send);
-      else this.events.write(send);
+      if (!held) this.events.write(send);
     });
   }
 
@@ -111,14 +110,9 @@ export class PendingSends {
    * A slave's new link leaves the hold on the master as it is. `write` may fail a send (`fail`).
    */
   replay(write: (send: PendingSend) => void, { toMaster }: { toMaster: boolean }): void {
-    if (toMaster) {
-      this.#waiting.clear();
-      this.#rounds = 0;
-      this.#probe = null;
-      if (this.#backoff) clearTimeout(this.#backoff);
-      this.#backoff = null;
-    }
+    if (toMaster) this.#endHold();
     for (const send of this.#sends.values()) {
+      if (toMaster) send.waiting = false;
       send.written = true;
       write(send);
     }
@@ -143,7 +137,7 @@ export class PendingSends {
   refused(send: PendingSend, error: KittenError): void {
     send.refusal = this.#lastRefusal = error;
     send.refusals++;
-    this.#waiting.add(send);
+    send.waiting = true;
     if (send === this.#probe) this.#probe = null;
     if (!this.#backoff) this.#startBackoff();
   }
@@ -152,9 +146,7 @@ export class PendingSends {
   rejectAll(errorFor: (send: PendingSend) => KittenError): void {
     const sends = [...this.#sends.values()];
     this.#sends.clear();
-    this.#waiting.clear();
-    this.#probe = null;
-    this.#rounds = 0;
+    this.#endHold();
     this.#lastRefusal = null;
     this.#stopTimers();
     for (const send of sends) send.reject(errorFor(send));
@@ -162,7 +154,6 @@ export class PendingSends {
 
   #forget(send: PendingSend): void {
     this.#sends.delete(send.ref);
-    this.#waiting.delete(send);
     if (this.#sends.size === 0) this.#stopTimers();
   }
 
@@ -177,24 +168,34 @@ export class PendingSends {
   /** The end of a round: the oldest waiting send goes again, alone. */
   #sendProbe(): void {
     this.#backoff = null;
-    let oldest: PendingSend | null = null;
-    for (const send of this.#waiting) if (!oldest || send.ref < oldest.ref) oldest = send;
-    if (!oldest) return;
-    this.#waiting.delete(oldest);
-    this.#probe = oldest;
-    this.#writeAgain(oldest);
+    for (const send of this.#sends.values()) {
+      if (!send.waiting) continue;
+      send.waiting = false;
+      this.#probe = send;
+      return this.#writeAgain(send);
+    }
   }
 
-  /** The master confirms again: the backoff ends, and every waiting send goes out, in call order. */
+  /** The master confirms again: the hold ends, and every waiting send goes out, in call order. */
   #release(): void {
+    if (!this.holding) {
+      this.#rounds = 0;
+      return;
+    }
+    this.#endHold();
+    for (const send of this.#sends.values()) {
+      if (!send.waiting) continue;
+      send.waiting = false;
+      this.#writeAgain(send);
+    }
+  }
+
+  /** No probe out, no backoff, and the next refusal starts the first round. */
+  #endHold(): void {
     this.#rounds = 0;
     this.#probe = null;
     if (this.#backoff) clearTimeout(this.#backoff);
     this.#backoff = null;
-    if (this.#waiting.size === 0) return;
-    const waiting = [...this.#waiting].sort((a, b) => a.ref - b.ref);
-    this.#waiting.clear();
-    for (const send of waiting) this.#writeAgain(send);
   }
 
   /** A refused send to the master again; one held back to every broker, for the first time. */
@@ -221,19 +222,23 @@ export class PendingSends {
     this.#deadlineAt = Infinity;
     const now = performance.now();
     let next = Infinity;
+    let probeExpired = false;
+    let waiting = false;
     for (const send of this.#sends.values()) {
       if (send.deadline > now) {
         next = Math.min(next, send.deadline);
+        waiting ||= send.waiting;
         continue;
       }
       this.#forget(send);
-      // A probe that timed out had no answer: the next round probes with the next oldest.
       if (send === this.#probe) {
         this.#probe = null;
-        if (!this.#backoff && this.#waiting.size > 0) this.#startBackoff();
+        probeExpired = true;
       }
       send.reject(this.#timeout(send));
     }
+    // A probe that timed out had no answer: the next round probes with the next oldest.
+    if (probeExpired && waiting && !this.#backoff) this.#startBackoff();
     if (next !== Infinity) this.#armDeadline(next);
   }
 
