@@ -66,6 +66,7 @@ export class PendingSends {
   /** Rounds of refusals since the master last confirmed a send: the backoff doubles with each. */
   #rounds = 0;
   #lastRefusal: KittenError | null = null;
+  /** Runs until the earliest deadline armed (it may outlive the send that armed it: it then finds nothing due). */
   #deadlineTimer: Timer | null = null;
   #deadlineAt = Infinity;
 
@@ -148,13 +149,22 @@ export class PendingSends {
     this.#sends.clear();
     this.#endHold();
     this.#lastRefusal = null;
-    this.#stopTimers();
+    if (this.#deadlineTimer) clearTimeout(this.#deadlineTimer);
+    this.#deadlineTimer = null;
+    this.#deadlineAt = Infinity;
     for (const send of sends) send.reject(errorFor(send));
   }
 
+  /**
+   * Drops a settled send. With none left, the backoff has nothing to probe and stops; the deadline
+   * timer runs on (with sends confirmed as they come, the next one would arm it again).
+   */
   #forget(send: PendingSend): void {
     this.#sends.delete(send.ref);
-    if (this.#sends.size === 0) this.#stopTimers();
+    if (this.#sends.size === 0 && this.#backoff) {
+      clearTimeout(this.#backoff);
+      this.#backoff = null;
+    }
   }
 
   #startBackoff(): void {
@@ -250,12 +260,5 @@ export class PendingSends {
       ? `${waited}; the last refusal was ${why.code}: ${why.message}`
       : `${waited}; the master neither confirmed nor refused it`;
     return new KittenError("TIMEOUT", message, { refusal: why?.code ?? null, refusals: send.refusals }, why ? { cause: why } : undefined);
-  }
-
-  #stopTimers(): void {
-    if (this.#backoff) clearTimeout(this.#backoff);
-    if (this.#deadlineTimer) clearTimeout(this.#deadlineTimer);
-    this.#backoff = this.#deadlineTimer = null;
-    this.#deadlineAt = Infinity;
   }
 }

@@ -285,3 +285,16 @@ it("a slave's link opening during a refusal gets every pending send, and the hol
   expect(a.messageIds.slice(a.messageIds.lastIndexOf(id0!) + 1)).toEqual([id1!, id2!]);
   expect(b.sends.length).toBe(4);
 });
+
+it("a send made after the sends before it were confirmed times out sendTimeoutMs after its own call, not at the deadline they left armed", async () => {
+  const broker = new FakeBroker(1001);
+  const mq = await connected([broker], { sendTimeoutMs: 300 });
+  const started = performance.now();
+  await mq.send("retry/v1/deadline", 0); // confirmed: none pending, its deadline timer still armed
+  await waitFor(() => performance.now() - started >= 100, 2000, "100 ms after the first send"); // only time can be waited for
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const called = performance.now();
+  const error = await rejection(mq.send("retry/v1/deadline", 1));
+  expect(error.code).toBe("TIMEOUT");
+  expect(performance.now() - called).toBeGreaterThanOrEqual(295);
+});
