@@ -172,14 +172,17 @@ export class Client extends EventEmitter {
   /** Closes every connection; unconfirmed sends (those waiting for a resend too) and requests are rejected with CLOSED. */
   disconnect(callback?: Callback): Promise<void> {
     const wasConnected = this.isConnected();
-    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"), (send) =>
-      new KittenError(
+    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"), (send) => {
+      // As TIMEOUT does: no master to confirm it (read before the links stop), or its last refusal.
+      const why = this.#sends.whyWaiting(send);
+      return new KittenError(
         "CLOSED",
         `Cannot send to "${send.channel}": the client was disconnected before a broker confirmed it` +
-          (send.refusal ? `; it was last refused with ${send.refusal.code}` : ""),
+          (why ? `; it was last refused with ${why.code}` : ""),
         undefined,
-        send.refusal ? { cause: send.refusal } : undefined,
-      ));
+        why ? { cause: why } : undefined,
+      );
+    });
     if (wasConnected) this.#tell("disconnect");
     return withCallback(Promise.resolve(), callback);
   }
@@ -190,10 +193,11 @@ export class Client extends EventEmitter {
    * nothing waits for a connection that will not come. Subscriptions stay, for the next connect().
    */
   #reset(error: KittenError, sendError: (send: PendingSend) => KittenError = () => error): void {
+    // First, while the links still say why no master confirmed a send (rejections settle later).
+    this.#sends.rejectAll(sendError);
     for (const connection of this.#connections) connection.stop();
     this.#connections = [];
     this.#options = null;
-    this.#sends.rejectAll(sendError);
     for (const pending of [...this.#requests.values(), ...this.#connectWaiters]) pending.reject(error);
     this.#requests.clear();
     this.#connectWaiters = [];

@@ -81,12 +81,8 @@ export class PendingSends {
     return this.#sends.get(ref);
   }
 
-  values(): IterableIterator<PendingSend> {
-    return this.#sends.values();
-  }
-
   /** True from a refusal until the master confirms again: new sends wait with the refused ones. */
-  get holding(): boolean {
+  get #holding(): boolean {
     return this.#backoff !== null || this.#probe !== null;
   }
 
@@ -94,7 +90,7 @@ export class PendingSends {
   add(ref: number, channel: string, frame: Uint8Array, timeoutMs: number): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const deadline = performance.now() + timeoutMs;
-      const held = this.holding;
+      const held = this.#holding;
       const refusal = held ? this.#lastRefusal : null;
       const send: PendingSend = { ref, channel, frame, timeoutMs, deadline, written: !held, waiting: held, refusals: 0, refusal, resolve, reject };
       this.#sends.set(ref, send);
@@ -143,16 +139,22 @@ export class PendingSends {
     if (!this.#backoff) this.#startBackoff();
   }
 
+  /** Why a send is not confirmed yet: no master to confirm it now, or else its last refusal (or null). */
+  whyWaiting(send: PendingSend): KittenError | null {
+    return this.events.whyNoMaster(send.channel) ?? send.refusal;
+  }
+
   /** Rejects every send (disconnect(), every host refused) with the error made for it; stops the timers. */
   rejectAll(errorFor: (send: PendingSend) => KittenError): void {
     const sends = [...this.#sends.values()];
+    const errors = sends.map(errorFor);
     this.#sends.clear();
     this.#endHold();
     this.#lastRefusal = null;
     if (this.#deadlineTimer) clearTimeout(this.#deadlineTimer);
     this.#deadlineTimer = null;
     this.#deadlineAt = Infinity;
-    for (const send of sends) send.reject(errorFor(send));
+    sends.forEach((send, i) => send.reject(errors[i]!));
   }
 
   /**
@@ -188,7 +190,7 @@ export class PendingSends {
 
   /** The master confirms again: the hold ends, and every waiting send goes out, in call order. */
   #release(): void {
-    if (!this.holding) {
+    if (!this.#holding) {
       this.#rounds = 0;
       return;
     }
@@ -254,7 +256,7 @@ export class PendingSends {
 
   /** TIMEOUT, naming what stops the send now (no link, no master) or else its last refusal. */
   #timeout(send: PendingSend): KittenError {
-    const why = this.events.whyNoMaster(send.channel) ?? send.refusal;
+    const why = this.whyWaiting(send);
     const waited = `Cannot send to "${send.channel}": not confirmed within sendTimeoutMs (${send.timeoutMs} ms)`;
     const message = why
       ? `${waited}; the last refusal was ${why.code}: ${why.message}`

@@ -286,6 +286,24 @@ it("a slave's link opening during a refusal gets every pending send, and the hol
   expect(b.sends.length).toBe(4);
 });
 
+it("disconnect() rejects a send held while no master is connected with CLOSED naming why, as TIMEOUT would", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const mq = await connected([broker]);
+  const refused = rejection(mq.send("retry/v1/closed-away", 0));
+  await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
+  const held = rejection(mq.send("retry/v1/closed-away", 1));
+  broker.accepting = false;
+  broker.drop();
+  await waitFor(() => !mq.isConnected(), 2000, "the broker away");
+  await mq.disconnect();
+  for (const error of [await refused, await held]) {
+    expect(error.code).toBe("CLOSED");
+    expect(error.message).toBe('Cannot send to "retry/v1/closed-away": the client was disconnected before a broker confirmed it; it was last refused with CONNECTION_LOST');
+    expect((error.cause as KittenError).message).toBe(`Cannot send to "retry/v1/closed-away": no broker is connected ("${broker.host}" away)`);
+  }
+});
+
 it("a send made after the sends before it were confirmed times out sendTimeoutMs after its own call, not at the deadline they left armed", async () => {
   const broker = new FakeBroker(1001);
   const mq = await connected([broker], { sendTimeoutMs: 300 });
