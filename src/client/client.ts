@@ -132,9 +132,10 @@ export class Client extends EventEmitter {
   /**
    * Sends `data` to `channel` (`endpoint/version/id`, or `endpoint/version/*` to broadcast).
    * Resolves when the master confirms; rejects with a KittenError carrying a `code`. A refusal
-   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING, no master or no broker reached) does not
-   * reject: the send goes again, with the same message id, until it is confirmed or
-   * `sendTimeoutMs` has passed since this call, and then rejects with TIMEOUT.
+   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING) does not reject, nor does the lack of a
+   * master (no broker reached, only slaves, an old master fenced): the send goes again, with the
+   * same message id, until it is confirmed or `sendTimeoutMs` has passed since this call, and
+   * then rejects with TIMEOUT, naming why.
    */
   send(channel: string, data: unknown, callback?: Callback): Promise<void> {
     return withCallback(this.#send(channel, data), callback);

@@ -1,8 +1,9 @@
 /**
  * The sends a client waits to see confirmed, in call order. A send stays here through reconnects
  * and through the refusals that waiting fixes (the catalogue's `resend`: NOT_ENOUGH_REPLICAS while
- * a slave catches up, STOPPING, a fenced master). It leaves when the master confirms it, refuses
- * it with any other code, or `sendTimeoutMs` after the call, with TIMEOUT naming the last refusal.
+ * a slave catches up, STOPPING). It leaves when the master confirms it, refuses it with any other
+ * code, or `sendTimeoutMs` after the call, with TIMEOUT naming why no master confirmed it (none
+ * connected, or the last refusal).
  *
  * What the master refuses now it refuses for every send, so a refusal holds back the client, not
  * one send: the refused sends wait, and so do the sends made meanwhile. After a backoff (50 ms,

@@ -6,11 +6,13 @@
  * `fatal` errors close the connection after they are sent; the others answer one request and
  * the connection goes on. `retryable` errors say "not now" rather than "never": the same request
  * (for a fatal code, the same connection) may succeed later, unchanged; the client dials again
- * after a retryable fatal code and stops after any other. `resend` is narrower: a send refused
- * with such a code is one that waiting fixes (a failover, a slave catching up, a broker that
- * stops), so the client keeps it and sends it again, with the same message id, until it is
+ * after a retryable fatal code and stops after any other. `resend` is narrower: a broker answers
+ * a send with such a code when waiting fixes the refusal (a slave catching up, a broker that
+ * stops), so the client keeps the send and sends it again, with the same message id, until it is
  * confirmed or `sendTimeoutMs` has passed; a send refused with any other code is rejected at once
- * (`QUEUE_FULL` and `DISK_FULL` are retryable, but they are the application's to handle).
+ * (`QUEUE_FULL` and `DISK_FULL` are retryable, but they are the application's to handle). While
+ * no broker can confirm a send (CONNECTION_LOST, NOT_MASTER, FENCED: client-side causes, never a
+ * broker's answer) the send waits too, and those codes name why in its TIMEOUT.
  * Messages read "Cannot X: why".
  */
 export const ERRORS = {
@@ -32,7 +34,7 @@ export const ERRORS = {
   /** The client was closed by `disconnect()` before the broker settled the request. */
   CLOSED: { status: 499, fatal: false, retryable: false, resend: false },
   /** No link to a broker was open while a send waited: it goes out again on reconnect (client only: a TIMEOUT's cause). */
-  CONNECTION_LOST: { status: 503, fatal: false, retryable: true, resend: true },
+  CONNECTION_LOST: { status: 503, fatal: false, retryable: true, resend: false },
   /** A bug in the broker; the connection stays open and the broker keeps running. */
   INTERNAL: { status: 500, fatal: false, retryable: false, resend: false },
 
@@ -85,10 +87,10 @@ export const ERRORS = {
   TIMEOUT: { status: 504, fatal: false, retryable: true, resend: false },
 
   // Several brokers.
-  /** A broker claims master with an epoch below one already seen: an old master, fenced (client report); its confirmations do not count. */
-  FENCED: { status: 409, fatal: false, retryable: true, resend: true },
+  /** A broker claims master with an epoch below one already seen: an old master, fenced (client report; a TIMEOUT's cause); its confirmations do not count. */
+  FENCED: { status: 409, fatal: false, retryable: false, resend: false },
   /** The brokers the client reaches are slaves: none may confirm a send until one is master (client only: a TIMEOUT's cause). */
-  NOT_MASTER: { status: 503, fatal: false, retryable: true, resend: true },
+  NOT_MASTER: { status: 503, fatal: false, retryable: true, resend: false },
   /** Two brokers claim master with the same epoch: an operator must demote one (client report). */
   TWO_MASTERS: { status: 409, fatal: false, retryable: false, resend: false },
   /** Fewer brokers hold the message than `cluster.minInSyncReplicas` asks for: nothing confirmed, send again later. */

@@ -54,8 +54,11 @@ describe("error catalogue", () => {
       expect(shouldResend(code)).toBe(ERRORS[code].resend);
       if (shouldResend(code)) expect({ code, retryable: isRetryable(code) }).toEqual({ code, retryable: true });
     }
+    // Only codes a broker answers a SEND with: the client reads the flag on a master's answer alone.
     const resent = CODES.filter(shouldResend).sort();
-    expect(resent).toEqual(["CONNECTION_LOST", "FENCED", "NOT_ENOUGH_REPLICAS", "NOT_MASTER", "STOPPING"]);
+    expect(resent).toEqual(["NOT_ENOUGH_REPLICAS", "STOPPING"]);
+    // The client's own causes of a TIMEOUT (no broker answers with them): a send waits, unrefused.
+    for (const code of ["CONNECTION_LOST", "NOT_MASTER", "FENCED"] as const) expect(shouldResend(code)).toBe(false);
     // Waiting does not fix these, or fixing them is the application's call: the send fails at once.
     for (const code of ["BAD_FORMAT", "NOT_ALLOWED", "QUEUE_FULL", "DISK_FULL", "TIMEOUT", "CLOSED"] as const) {
       expect(shouldResend(code)).toBe(false);
@@ -64,6 +67,16 @@ describe("error catalogue", () => {
 
   it("PROTOCOL.md lists the codes a send rides through, as the catalogue's resend flag says", () => {
     expect(documentedResends().sort()).toEqual(CODES.filter(shouldResend).sort());
+  });
+
+  it("PROTOCOL.md names the client's causes of a TIMEOUT where sends ride through, and in their rows", () => {
+    const text = readFileSync(join(ROOT, "PROTOCOL.md"), "utf8");
+    const start = text.indexOf("### Refusals a send rides through");
+    const section = text.slice(start, text.indexOf("\n### ", start + 1));
+    for (const code of ["CONNECTION_LOST", "NOT_MASTER", "FENCED"]) {
+      expect({ code, named: new RegExp(`\`${code}\`\\s\\(`).test(section) }).toEqual({ code, named: true });
+      expect(text).toMatch(new RegExp(`^\\| \`${code}\` \\|[^\\n]*the cause of a \`TIMEOUT\``, "m"));
+    }
   });
 
   it("PROTOCOL.md lists every code once, with the catalogue's fatal and retryable", () => {
