@@ -286,6 +286,90 @@ it("a slave's link opening during a refusal gets every pending send, and the hol
   expect(b.sends.length).toBe(4);
 });
 
+it("send() rejects with TIMEOUT naming FENCED when the only broker connected is an old master", async () => {
+  const a = new FakeBroker(1001, "master", 2);
+  const b = new FakeBroker(1002, "master", 1); // epoch 1, below a's: fenced
+  b.answer = ok(); // its confirmation does not count
+  const mq = await connected([a, b], { sendTimeoutMs: 150 });
+  a.accepting = false;
+  a.drop();
+  await waitFor(() => mq.status().every((host) => host.connected === (host.host === b.host)), 2000, "only the fenced master connected");
+  const error = await rejection(mq.send("retry/v1/fenced", 1));
+  expect(b.sends.length).toBe(1); // it was sent, and confirmed by a broker that does not count
+  expect(error.code).toBe("TIMEOUT");
+  expect(error.details).toEqual({ refusal: "FENCED", refusals: 0 });
+  expect((error.cause as KittenError).code).toBe("FENCED");
+  expect(error.message).toBe(
+    'Cannot send to "retry/v1/fenced": not confirmed within sendTimeoutMs (150 ms); the last refusal was FENCED: ' +
+      `Cannot send to "retry/v1/fenced": "${b.host}" claims master with epoch 1, below epoch 2 of "${a.host}", which is not connected`,
+  );
+});
+
+it("a probe refused with a code that waiting does not fix fails alone: the sends held behind it go out at once and are confirmed", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = (send, index) => (index === 0 ? refuse("NOT_ENOUGH_REPLICAS") : index === 1 ? refuse("BAD_FORMAT") : ok())(send, index);
+  const mq = await connected([broker], { sendTimeoutMs: 2000 }); // held for good, they would fail with TIMEOUT
+  const first = rejection(mq.send("retry/v1/probe-fails", 0));
+  await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
+  const held = [mq.send("retry/v1/probe-fails", 1), mq.send("retry/v1/probe-fails", 2)];
+  expect((await first).code).toBe("BAD_FORMAT");
+  await Promise.all(held);
+  const [a, b, c] = [...broker.sendsPerId.keys()];
+  expect(broker.messageIds).toEqual([a!, a!, b!, c!]); // the probe, then the others, once each
+});
+
+it("a probe that times out unanswered starts the next round: after a backoff, the next oldest send probes", async () => {
+  const broker = new FakeBroker(1001);
+  // The first send is refused, its probe never answered; every later send is confirmed.
+  broker.answer = (send, index) => (index === 1 ? null : (index === 0 ? refuse("NOT_ENOUGH_REPLICAS") : ok())(send, index));
+  const mq = await connected([broker], { sendTimeoutMs: 500 });
+  const started = performance.now();
+  let timedOutAt = 0;
+  const first = rejection(mq.send("retry/v1/probe-times-out", 0)).then((error) => ((timedOutAt = performance.now()), error));
+  await waitFor(() => broker.sends.length === 2, 2000, "the probe, unanswered");
+  // The later sends must still be pending when the next round's probe goes (up to 100 ms after
+  // the first one's deadline): they are made 300 ms after it. Only time can be waited for here.
+  await waitFor(() => performance.now() - started >= 300, 2000, "300 ms after the first send");
+  const later = [mq.send("retry/v1/probe-times-out", 1), mq.send("retry/v1/probe-times-out", 2)];
+  const error = await first;
+  expect(error.code).toBe("TIMEOUT");
+  expect(error.details).toEqual({ refusal: "NOT_ENOUGH_REPLICAS", refusals: 1 });
+  await Promise.all(later);
+  const [a, b, c] = [...broker.sendsPerId.keys()];
+  expect(broker.messageIds).toEqual([a!, a!, b!, c!]); // held until the new probe (b) was confirmed
+  // A new round: the probe went after a backoff (the second round's: 50 to 100 ms), not at once.
+  expect(broker.sends[2]!.at - timedOutAt).toBeGreaterThanOrEqual(45);
+});
+
+it("a send held behind a refusal, never written, names the client's last refusal in its TIMEOUT and its CLOSED", async () => {
+  const broker = new FakeBroker(1001);
+  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const mq = await connected([broker], { sendTimeoutMs: 300 });
+  mq.send("retry/v1/held", 0).catch(() => {});
+  await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
+  const timedOut = await rejection(mq.send("retry/v1/held", 1));
+  expect(timedOut.code).toBe("TIMEOUT");
+  expect(timedOut.details).toEqual({ refusal: "NOT_ENOUGH_REPLICAS", refusals: 0 }); // never refused itself
+  expect(timedOut.message).toStartWith(
+    'Cannot send to "retry/v1/held": not confirmed within sendTimeoutMs (300 ms); the last refusal was NOT_ENOUGH_REPLICAS: ',
+  );
+  expect(new Set(broker.messageIds).size).toBe(1); // held: only the first send's probes were written
+
+  const refusing = new FakeBroker(1002);
+  refusing.answer = refuse("NOT_ENOUGH_REPLICAS");
+  const other = await connected([refusing]);
+  const refused = rejection(other.send("retry/v1/held", 2));
+  await waitFor(() => refusing.sends.length === 1, 2000, "the first send refused");
+  const held = rejection(other.send("retry/v1/held", 3));
+  await other.disconnect();
+  const closed = await held;
+  expect(refusing.messageIds.length).toBe(1); // never written
+  expect(closed.code).toBe("CLOSED");
+  expect(closed.message).toBe('Cannot send to "retry/v1/held": the client was disconnected before a broker confirmed it; it was last refused with NOT_ENOUGH_REPLICAS');
+  expect((closed.cause as KittenError).code).toBe("NOT_ENOUGH_REPLICAS");
+  expect((await refused).code).toBe("CLOSED");
+});
+
 it("disconnect() rejects a send held while no master is connected with CLOSED naming why, as TIMEOUT would", async () => {
   const broker = new FakeBroker(1001);
   broker.answer = refuse("NOT_ENOUGH_REPLICAS");
