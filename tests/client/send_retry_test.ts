@@ -141,6 +141,8 @@ it("send() rejects with TIMEOUT naming NOT_MASTER when only slaves answer, and C
   expect(lost.message).toContain(`CONNECTION_LOST: Cannot send to "retry/v1/5": no broker is connected ("${alone.host}" away)`);
 });
 
+// No refusal here, so no hold and no backoff: this covers the replay of every pending send to a
+// new link (PendingSends.replay), the one path by which this send goes again.
 it("send() sends a send again after a lost connection and resolves with the reconnected broker's confirmation", async () => {
   const broker = new FakeBroker(1001);
   broker.answer = (send, index) => {
@@ -151,6 +153,8 @@ it("send() sends a send again after a lost connection and resolves with the reco
   await mq.send("retry/v1/6", 6);
   expect(broker.sends.length).toBe(2);
   expect(new Set(broker.messageIds).size).toBe(1);
+  expect(broker.sends.map((send) => send.link)).toEqual([1, 2]); // once per link: the replay, not a resend
+
 });
 
 it("disconnect() rejects a send waiting for its resend with CLOSED, naming the channel and the last refusal", async () => {
@@ -193,10 +197,15 @@ it("with several hosts, the master's NOT_ENOUGH_REPLICAS does not reject a send 
   expect(settled).toBe("pending");
 
   b.answer = ok();
+  const refusedByA = a.sends.length;
   b.setRole("master", 2); // elected: it gets every pending send at once
   await sent;
   expect(settled).toBe("confirmed");
   expect(new Set([...a.messageIds, ...b.messageIds]).size).toBe(1);
+  // The confirmation answers the promotion's replay (PendingSends.replay to the new master), which
+  // ends the hold: no probe went after it, to the old master (fenced) or to the new one.
+  expect(b.sends.length).toBe(2);
+  expect(a.sends.length).toBe(refusedByA);
 });
 
 it("with several hosts, a slave's refusal does not reject a send the master confirms", async () => {
