@@ -1,7 +1,7 @@
 /**
- * The hand-written APPEND (appendFrame, readAppend in hot_ops.ts) against the generic CBOR encoder and decoder: the
- * same values both ways, every size class of every head, and malformed frames read as
- * "not mine" (the generic path then gives the coded error), never as something else.
+ * The hand-written APPEND (appendFrame, readAppend in hot_ops.ts) against the generic CBOR
+ * encoder and decoder: the same values both ways, every size class of every head, and malformed
+ * frames read as "not mine" (the generic path then gives the coded error), never as something else.
  */
 import { describe, expect, it } from "bun:test";
 import { decode, encode, FRAME_HEADER_SIZE, frame, OP } from "../../src/protocol/mod.ts";
