@@ -256,14 +256,14 @@ it("durability: batch mode confirms before the commit, and commits within commit
   const store = broker.broker.store as SqliteStore;
   expect(store.mode).toBe("batch");
   const sender = await cleanup.client(broker);
-  const commits = store.commits;
+  const commits = store.stats.commits;
   const started = performance.now();
   await sender.send("jobs/v1/1", { n: 1 });
   // Confirmed before the commit: it is still pending and no commit ran.
   expect(store.pending).toBe(1);
-  expect(store.commits).toBe(commits);
+  expect(store.stats.commits).toBe(commits);
   await waitFor(() => store.pending === 0, 5000);
-  expect(store.commits).toBe(commits + 1);
+  expect(store.stats.commits).toBe(commits + 1);
   expect(performance.now() - started).toBeGreaterThanOrEqual(900);
 });
 

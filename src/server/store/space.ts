@@ -35,6 +35,7 @@ import { randomBytes } from "node:crypto";
 import type { Database, Statement } from "bun:sqlite";
 import { rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { KittenError } from "../../protocol/errors.ts";
 import type { Logger } from "../log.ts";
 import { AUTO_VACUUM_INCREMENTAL, autoVacuum, describe, isDiskFull, type SqliteStoreStats, truncateWal, WAL_SIZE_LIMIT } from "./database.ts";
 import { freeBytes } from "./disk_floor.ts";
@@ -58,6 +59,9 @@ const BUSY_ROWS_PER_SECOND = 1000;
 const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
 const MAX_STEP_PAGES = 16_384;
+/** Why new messages are refused while the reserve is in use. */
+const SHORT_REASON = `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
+  `(the store's reserve, ${RESERVE_FILE}, is in use)`;
 /** How often, while the reserve is in use, the free space is read to write it again. */
 const RESERVE_CHECK_MS = 100;
 /** How often a store whose disk never had room for the reserve tries to write it. */
@@ -141,10 +145,9 @@ export class StoreSpace {
     return this.#reserve === "used";
   }
 
-  /** Why a send is refused while `short`. */
-  get shortReason(): string {
-    return `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
-      `(the store's reserve, ${RESERVE_FILE}, is in use)`;
+  /** While `short`, the refusal of a new message (`what` says what cannot be done); else null. */
+  refusal(what: string): KittenError | null {
+    return this.short ? new KittenError("STORE_UNAVAILABLE", `${what}: ${SHORT_REASON}`) : null;
   }
 
   /**
@@ -198,7 +201,7 @@ export class StoreSpace {
       try {
         truncateSync(this.#reservePath, 0);
         this.#reserve = "used";
-        this.#log.error("store", `directory=${this.#directory};disk full: reserve of ${RESERVE_BYTES} bytes released for acks; ${this.shortReason}`);
+        this.#log.error("store", `directory=${this.#directory};disk full: reserve of ${RESERVE_BYTES} bytes released for acks; ${SHORT_REASON}`);
       } catch (error) {
         this.#log.error("store", `directory=${this.#directory};disk full: cannot release the reserve: ${describe(error)}`);
       }

@@ -26,10 +26,8 @@
  * is confirmed) and later appends are still attempted, so the first commit that succeeds again
  * restores health. In batch mode the already confirmed batch stays pending and is retried every
  * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
- * removes and delivery counts are kept and retried in both modes. A disk-full failure also
- * empties the store's reserve and checkpoints the WAL, and appends are refused until the reserve
- * is back (space.ts, which also gives drained space back: `reclaim()`, from the broker's tick).
- * A disk already full at open does not stop the store from opening: it starts unhealthy, serves
+ * removes and delivery counts are kept and retried in both modes. A full disk, the reserve and
+ * the space given back are space.ts's. A disk already full at open does not stop the store from opening: it starts unhealthy, serves
  * what it holds, and refuses new sends until a write succeeds.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
@@ -150,11 +148,6 @@ export class SqliteStore implements PagingStore {
     return this.#healthy;
   }
 
-  /** Transactions committed so far (one fsync each). */
-  get commits(): number {
-    return this.stats.commits;
-  }
-
   /** Appends, removes and delivery counts waiting for the next commit. */
   get pending(): number {
     return this.#appends.size + this.#removes.length + this.#counts.pending;
@@ -168,8 +161,8 @@ export class SqliteStore implements PagingStore {
     const short = this.#space.short;
     if (short || (mode === "batch" && !this.#healthy && !this.#probe())) {
       this.stats.refused++;
-      const why = short ? this.#space.shortReason : this.#lastError;
-      const refusal = new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${why}`);
+      const cannot = `Cannot write to the store in "${this.directory}"`;
+      const refusal = (short && this.#space.refusal(cannot)) || new KittenError("STORE_UNAVAILABLE", `${cannot}: ${this.#lastError}`);
       if (mode === "batch") throw refusal;
       return Promise.reject(refusal);
     }
@@ -278,8 +271,7 @@ export class SqliteStore implements PagingStore {
 
   /** While the reserve is in use (the disk filled up), new messages are refused: its room is for acks. */
   refusal(channel: string): KittenError | null {
-    if (!this.#space.short) return null;
-    return new KittenError("STORE_UNAVAILABLE", `Cannot send to "${channel}": the store in "${this.directory}" refuses new messages: ${this.#space.shortReason}`);
+    return this.#space.refusal(`Cannot send to "${channel}": the store in "${this.directory}" refuses new messages`);
   }
 
   /** A meta value (`epoch`, `store_version`, …), or null. */

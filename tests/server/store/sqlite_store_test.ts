@@ -45,9 +45,9 @@ it("SqliteStore.append() in fsync mode shares one commit among 1000 appends of o
     const messages = Array.from({ length: 1000 }, (_, n) => storedMessage(n));
     const results = messages.map((message) => store.append(message));
     expect(results.every((result) => result instanceof Promise)).toBe(true);
-    expect(store.commits).toBe(0);
+    expect(store.stats.commits).toBe(0);
     await Promise.all(results);
-    expect(store.commits).toBe(1);
+    expect(store.stats.commits).toBe(1);
     expect(store.stats.inserted).toBe(1000);
     expect(store.stats.largestBatch).toBe(1000);
     expect(store.stats.lastCommitMs).toBeGreaterThan(0);
@@ -69,7 +69,7 @@ it("SqliteStore.append() in fsync mode resolves only once the commit holding the
     expect(confirmed).toBe(true);
     // Appends of a later tick go to the next commit.
     await store.append(storedMessage(2));
-    expect(store.commits).toBe(2);
+    expect(store.stats.commits).toBe(2);
   });
 });
 
@@ -79,12 +79,12 @@ it("SqliteStore.remove() in fsync mode waits for commitIntervalMs or rides with 
     await Promise.all([store.append(a!), store.append(b!)]);
     store.remove(a!);
     await store.append(c!); // One commit: the insert of c and the delete of a.
-    expect(store.commits).toBe(2);
+    expect(store.stats.commits).toBe(2);
     expect(snapshot(directory)).toEqual([b!.id, c!.id]);
     store.remove(b!);
     await new Promise((resolve) => setImmediate(resolve)); // An append would have been committed by now.
-    expect(store.commits).toBe(2);
-    await waitFor(() => store.commits === 3);
+    expect(store.stats.commits).toBe(2);
+    await waitFor(() => store.stats.commits === 3);
     expect(snapshot(directory)).toEqual([c!.id]);
   });
 });
@@ -95,7 +95,7 @@ it("SqliteStore.remove() of an append still pending cancels both: nothing reache
     const stored = store.append(message);
     store.remove(message);
     await stored;
-    expect(store.commits).toBe(0);
+    expect(store.stats.commits).toBe(0);
     expect(store.stats.cancelled).toBe(1);
     expect(store.stats.inserted + store.stats.deleted).toBe(0);
     expect(store.load()).toEqual([]);
@@ -106,10 +106,10 @@ it("SqliteStore.remove() of a large backlog at once is split into commits of MAX
   await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
     const messages = Array.from({ length: 2.5 * MAX_DELETES_PER_COMMIT }, (_, n) => storedMessage(n));
     await Promise.all(messages.map((message) => store.append(message)));
-    expect(store.commits).toBe(1);
+    expect(store.stats.commits).toBe(1);
     for (const message of messages.slice(1)) store.remove(message);
     await waitFor(() => store.pending === 0);
-    expect(store.commits).toBe(4);
+    expect(store.stats.commits).toBe(4);
     expect(store.stats.largestBatch).toBe(messages.length);
     expect(store.stats.deleted).toBe(messages.length - 1);
     expect(snapshot(directory)).toEqual([messages[0]!.id]);
@@ -128,20 +128,20 @@ it("SqliteStore.noteDelivery() takes no commit of its own: it waits for commitIn
   await withStore({ mode: "fsync", commitIntervalMs: 50 }, async (store, directory) => {
     const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
     await Promise.all([store.append(a!), store.append(b!)]);
-    expect(store.commits).toBe(1);
+    expect(store.stats.commits).toBe(1);
     store.noteDelivery(a!, 1);
     store.noteDelivery(a!, 2); // Coalesced: one UPDATE with the highest count.
     store.noteDelivery(b!, 1);
     expect(store.pending).toBe(2);
     await store.append(c!); // One commit: the insert of c and the updates of a and b.
-    expect(store.commits).toBe(2);
+    expect(store.stats.commits).toBe(2);
     expect(store.stats.updates).toBe(2);
     expect(store.stats.largestBatch).toBe(3);
     expect(countsOnDisk(directory)).toEqual({ [a!.id]: 2, [b!.id]: 1, [c!.id]: 0 });
     store.noteDelivery(c!, 1);
     await new Promise((resolve) => setImmediate(resolve)); // An append would have been committed by now.
-    expect(store.commits).toBe(2);
-    await waitFor(() => store.commits === 3);
+    expect(store.stats.commits).toBe(2);
+    await waitFor(() => store.stats.commits === 3);
     expect(store.stats.updates).toBe(3);
     expect(store.pending).toBe(0);
     expect(countsOnDisk(directory)).toEqual({ [a!.id]: 2, [b!.id]: 1, [c!.id]: 1 });
@@ -156,7 +156,7 @@ it("SqliteStore.noteDelivery() followed by remove() before the commit writes no 
     for (const message of messages.slice(0, 99)) store.remove(message);
     expect(store.pending).toBe(100); // 99 deletes and the count of the one not acked.
     await waitFor(() => store.pending === 0);
-    expect(store.commits).toBe(2);
+    expect(store.stats.commits).toBe(2);
     expect(store.stats.deleted).toBe(99);
     expect(store.stats.updates).toBe(1);
     expect(countsOnDisk(directory)).toEqual({ [messages[99]!.id]: 1 });
@@ -173,7 +173,7 @@ it("SqliteStore.noteDelivery() of a pending append is written by its INSERT, in 
       store.noteDelivery(other, 4);
       await Promise.all(stored);
       await waitFor(() => store.pending === 0);
-      expect(store.commits).toBe(1);
+      expect(store.stats.commits).toBe(1);
       expect(store.stats.inserted).toBe(2);
       expect(store.stats.updates).toBe(0);
       expect(countsOnDisk(directory)).toEqual({ [message.id]: 3, [other.id]: 6 });
@@ -211,7 +211,7 @@ it("SqliteStore splits delivery counts beyond MAX_DELETES_PER_COMMIT into severa
     for (const message of messages.slice(0, 10)) store.remove(message);
     for (const [n, message] of messages.entries()) store.noteDelivery(message, 1 + (n % 4));
     await waitFor(() => store.pending === 0);
-    expect(store.commits).toBe(3);
+    expect(store.stats.commits).toBe(3);
     expect(store.stats.largestBatch).toBe(messages.length);
     expect(store.stats.deleted).toBe(10);
     expect(store.stats.updates).toBe(messages.length - 10);
@@ -243,10 +243,10 @@ it("SqliteStore.append() in batch mode returns undefined and commits within comm
   await withStore({ mode: "batch", commitIntervalMs: 10 }, async (store, directory) => {
     const started = performance.now();
     for (let n = 0; n < 100; n++) expect(store.append(storedMessage(n))).toBeUndefined();
-    expect(store.commits).toBe(0);
-    await waitFor(() => store.commits > 0);
+    expect(store.stats.commits).toBe(0);
+    await waitFor(() => store.stats.commits > 0);
     expect(performance.now() - started).toBeGreaterThanOrEqual(9);
-    expect(store.commits).toBe(1);
+    expect(store.stats.commits).toBe(1);
     expect(snapshot(directory).length).toBe(100);
   });
 });
