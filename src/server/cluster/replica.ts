@@ -62,6 +62,8 @@ export type ReplicaState = "catching-up" | "in-sync" | "lagging";
 
 export class Replica {
   state: ReplicaState = "catching-up";
+  /** Whether it was last told it is in sync (IN_SYNC). */
+  toldInSync = false;
   /** Highest log index the replica says it stored (everything up to it). */
   acked = -1;
   /** Log index of the catch-up: acknowledging it means the replica holds what it was sent. */

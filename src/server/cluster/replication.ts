@@ -266,8 +266,7 @@ export class Replication {
     ) {
       replica.state = "in-sync";
       this.options.log("info", `peer=${replica.id};in sync;index=${replica.acked}`);
-      this.#tellInSync(replica);
-      this.#isrChanged();
+      this.#isrChanged(); // the replica is told once the set naming it is recorded
     }
     this.#advance();
   }
@@ -310,7 +309,7 @@ export class Replication {
       replica.state = "lagging";
       changed = true;
       this.options.log("warn", `peer=${replica.id};acknowledged nothing for ${maxLag} ms;out of sync`);
-      this.#tellInSync(replica);
+      this.#tellInSync(replica); // at once: it no longer holds everything confirmed
     }
     if (changed) this.#isrChanged();
     this.#flushRemovals();
@@ -426,7 +425,18 @@ export class Replication {
   }
 
   #tellInSync(replica: Replica): void {
-    replica.link.pushFramed(frame(encode([OP.IN_SYNC, { inSync: replica.state === "in-sync", epoch: this.options.epoch() }])));
+    replica.toldInSync = replica.state === "in-sync";
+    replica.link.pushFramed(frame(encode([OP.IN_SYNC, { inSync: replica.toldInSync, epoch: this.options.epoch() }])));
+  }
+
+  /**
+   * Tells the replicas that joined the in-sync set, once it is recorded where an election reads
+   * it: a slave that says it is in sync is one an election would take.
+   */
+  #tellRecorded(members: string[]): void {
+    for (const replica of this.#replicas.values()) {
+      if (replica.state === "in-sync" && !replica.toldInSync && members.includes(replica.id)) this.#tellInSync(replica);
+    }
   }
 
   /**
@@ -446,6 +456,7 @@ export class Replication {
     const members = this.inSyncMembers();
     const key = members.join(",");
     if (key === this.#published || !this.options.publishIsr) {
+      this.#tellRecorded(members);
       this.#advance();
       return;
     }
@@ -453,6 +464,7 @@ export class Replication {
     const done = () => {
       this.#publishing = false;
       this.#published = key;
+      this.#tellRecorded(members);
       this.#advance();
     };
     let written: Promise<void> | void;

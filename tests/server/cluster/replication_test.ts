@@ -173,6 +173,21 @@ describe("Replication", () => {
     expect(await settled(confirmed)).toBe("confirmed");
   });
 
+  it("Replication tells a replica it is in sync only once the in-sync set naming it is recorded (what an election reads)", async () => {
+    let release: () => void = () => {};
+    const { replication } = setup(2, {
+      publishIsr: () => new Promise<void>((resolve) => (release = resolve)),
+    });
+    const link = new FakeLink("s1");
+    replication.attach(link, undefined, () => snapshot([]));
+    replication.ack(link, link.lastSeq());
+    expect(replication.inSyncMembers()).toEqual(["master", "s1"]);
+    expect(link.ops).not.toContain(OP.IN_SYNC); // the record is still being written
+    release();
+    await Promise.resolve();
+    expect(link.frames.filter((frame) => frame[0] === OP.IN_SYNC)).toEqual([[OP.IN_SYNC, { inSync: true, epoch: 7 }]]);
+  });
+
   it("Replication cuts off a replica with more than its bound of entries waiting", () => {
     const { replication } = setup(1, { maxQueuedBytes: 64 * 1024 });
     const link = new FakeLink("s1");
