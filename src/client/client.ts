@@ -5,7 +5,7 @@
  * the client, so nothing is lost across reconnects.
  */
 import { EventEmitter } from "node:events";
-import { type Challenge, isErrorCode, KittenError, OP, RecentMap, shouldResend } from "../protocol/mod.ts";
+import { type Challenge, isErrorCode, KittenError, OP, RecentMap, type RoleInfo, shouldResend } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
 import { type HostStatus, MasterTracker } from "./masters.ts";
@@ -44,7 +44,7 @@ export class Client extends EventEmitter {
   /** Unconfirmed sends by ref, in send order: replayed on every (re)connection and promotion, resent after a refusal that waiting fixes. */
   readonly #sends = new PendingSends({
     write: (send) => {
-      for (const connection of this.#connections) connection.sendFramed(send.frame);
+      for (const connection of this.#connections) if (connection.takesCopies) connection.sendFramed(send.frame);
     },
     resend: (send) => this.#resend(send),
     whyNoMaster: (channel) => this.#masters.whyNoMaster(channel),
@@ -265,7 +265,7 @@ export class Client extends EventEmitter {
     const first = this.#connections.filter((c) => c.isOpen).length === 1;
     // An old master is told (FENCE) before anything is registered on it.
     this.#masters.check(connection);
-    if (connection.role === "slave") this.#catchUp(connection);
+    if (connection.role === "slave" && connection.takesCopies) this.#catchUp(connection);
     // Replay, in this order: registrations (with their current ids), requests, then sends.
     for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
     for (const [ref, request] of this.#requests) {
@@ -312,8 +312,9 @@ export class Client extends EventEmitter {
         return;
       }
       case OP.ROLE: {
-        const { role, epoch } = value[1] as { role: "master" | "slave"; epoch: number };
+        const { role, epoch, replicates } = value[1] as RoleInfo;
         if (connection.welcome) connection.welcome = { ...connection.welcome, role, epoch };
+        if (typeof replicates === "boolean") connection.replicates = replicates;
         this.#masters.check(connection);
         // A slave just promoted already stored our unconfirmed sends: resending them gets their
         // confirmation (the broker drops the duplicates).
@@ -351,8 +352,17 @@ export class Client extends EventEmitter {
     if (fromSlave || !this.#masters.isMaster(connection)) return;
     if (error && shouldResend(error.code)) return this.#sends.refused(send, error);
     if (error) return this.#sends.fail(send, error);
-    if (this.#connections.length > 1) this.#confirmed.set(send.ref, send.frame);
+    if (this.#someNeedCatchUp(connection)) this.#confirmed.set(send.ref, send.frame);
     this.#sends.confirm(send);
+  }
+
+  /**
+   * True when a broker besides `master` may need the sends it confirmed, once back (#catchUp): one
+   * that takes no replication stream, or that never said whether it does.
+   */
+  #someNeedCatchUp(master: HostConnection): boolean {
+    for (const connection of this.#connections) if (connection !== master && !connection.replicates) return true;
+    return false;
   }
 
   /**
@@ -369,6 +379,7 @@ export class Client extends EventEmitter {
    * master ends a hold on sends (PendingSends.replay): they have all gone to it.
    */
   #replay(connection: HostConnection): void {
+    if (!connection.takesCopies) return; // a slave that takes the stream gets the sends from its master
     this.#sends.replay((send) => this.#write(connection, send), { toMaster: this.#masters.isMaster(connection) });
   }
 

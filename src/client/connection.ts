@@ -50,6 +50,11 @@ export class HostConnection {
   generation = 0;
   /** The highest send ref this broker confirmed storing as a slave (see Client #catchUp). */
   storedUpTo = 0;
+  /**
+   * What this broker last said (welcome, ROLE), kept while the link is down: it takes its
+   * master's replication stream, so as a slave it needs no copies of this client's sends and acks.
+   */
+  replicates = false;
   #transport: Transport | null = null;
   /** Drops a link whose handshake does not complete in time (see #dial). */
   #handshakeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -108,6 +113,14 @@ export class HostConnection {
   /** The largest frame body this broker accepts (known after welcome). */
   get maxFrameSize(): number {
     return this.welcome?.maxFrameSize ?? Infinity;
+  }
+
+  /**
+   * True while this broker wants the client's sends and acks copied to it: a master, or a slave
+   * that takes no replication stream (no `cluster.peers`: the client's copies are all it gets).
+   */
+  get takesCopies(): boolean {
+    return !this.replicates || this.welcome?.role !== "slave";
   }
 
   /** This broker's current role (welcome, then ROLE updates). */
@@ -238,6 +251,7 @@ export class HostConnection {
       // The link is open before the client hears of it: whatever its open handler throws, the
       // link stays open and the deadline does not drop it.
       this.welcome = value[1] as WelcomeInfo;
+      this.replicates = this.welcome.replicates === true;
       this.state = "open";
       this.generation++;
       this.#attempt = 0;

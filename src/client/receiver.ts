@@ -21,8 +21,8 @@ import type { ConsumeHandler, DeliveryInfo, Done, ListenHandler, Subscription } 
 const ACKED_WINDOW = 20_000;
 
 export class Receiver {
-  /** Deliveries acked recently, by ackedKey(): a resend after failover is not handled twice. */
-  readonly #acked = new RecentMap<string, AckedDelivery>(ACKED_WINDOW);
+  /** Deliveries acked recently: a resend after failover is not handled twice. */
+  readonly #acked = new RecentAcks();
 
   constructor(
     /** The client's open subscriptions, by sub. */
@@ -44,8 +44,7 @@ export class Receiver {
     // lone broker needs neither, and saves their cost. Decided here, once: done() may come after
     // disconnect(), when there are no connections left to count.
     const acked = this.connections().length > 1 ? ackedOf(subscription, destination, messageId) : null;
-    const key = acked === null ? "" : ackedKey(acked);
-    if (acked !== null && this.#acked.has(key)) return this.#ack(connection, sub, tag, acked, key);
+    if (acked !== null && this.#acked.has(acked)) return this.#ack(connection, sub, tag, acked);
     let message: unknown;
     try {
       message = decodeBody(body);
@@ -66,7 +65,7 @@ export class Receiver {
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
-      if (ok !== false) return this.#ack(connection, sub, tag, acked, key);
+      if (ok !== false) return this.#ack(connection, sub, tag, acked);
       connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
     };
     try {
@@ -84,20 +83,21 @@ export class Receiver {
 
   /** Copies every remembered ack to a slave that was away (see Client #catchUp). */
   catchUp(connection: HostConnection): void {
-    for (const [, acked] of this.#acked.entries()) connection.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+    for (const acked of this.#acked.all()) connection.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
   }
 
   /**
-   * Acks on the delivering broker. With several brokers (`acked` given) the ack is also copied to
-   * the others (slaves drop their copy) and remembered under `key`.
+   * Acks on the delivering broker. With several brokers (`acked` given) the ack is remembered, and
+   * copied to the slaves that take no replication stream (they drop their copy; the others get
+   * the removal from their master).
    */
-  #ack(connection: HostConnection, sub: number, tag: number, acked: AckedDelivery | null, key: string): void {
+  #ack(connection: HostConnection, sub: number, tag: number, acked: AckedDelivery | null): void {
     connection.ack(sub, tag);
     if (acked === null) return;
     for (const other of this.connections()) {
-      if (other !== connection) other.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+      if (other !== connection && other.takesCopies) other.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
     }
-    this.#acked.set(key, acked);
+    this.#acked.add(acked);
   }
 
   /** A handler threw: the message is requeued (at least once), then the error reported. */
@@ -124,7 +124,39 @@ function ackedOf(subscription: Subscription, destination: string, messageId: str
   };
 }
 
-/** The map key of an acked delivery: unambiguous whatever the ids contain (a separator could). */
-function ackedKey(acked: AckedDelivery): string {
-  return JSON.stringify([acked.kind, acked.queue, acked.destination, acked.messageId]);
+function sameTarget(a: AckedDelivery, b: AckedDelivery): boolean {
+  return a.kind === b.kind && a.destination === b.destination && a.queue === b.queue;
+}
+
+/**
+ * Acked deliveries, the last ACKED_WINDOW message ids. Kept by message id, which the sender made
+ * unique: no key string built per delivery. A message reaches one client under more than one
+ * target only when it both listens and consumes, or under a wildcard and an id: such an id keeps a
+ * list.
+ */
+class RecentAcks {
+  readonly #byId = new RecentMap<string, AckedDelivery | AckedDelivery[]>(ACKED_WINDOW);
+
+  has(acked: AckedDelivery): boolean {
+    const held = this.#byId.get(acked.messageId);
+    if (held === undefined) return false;
+    return Array.isArray(held) ? held.some((each) => sameTarget(each, acked)) : sameTarget(held, acked);
+  }
+
+  add(acked: AckedDelivery): void {
+    const held = this.#byId.get(acked.messageId);
+    if (held === undefined) return this.#byId.set(acked.messageId, acked);
+    if (!Array.isArray(held)) {
+      if (!sameTarget(held, acked)) this.#byId.set(acked.messageId, [held, acked]);
+      return;
+    }
+    if (!held.some((each) => sameTarget(each, acked))) held.push(acked);
+  }
+
+  *all(): IterableIterator<AckedDelivery> {
+    for (const [, held] of this.#byId.entries()) {
+      if (Array.isArray(held)) yield* held;
+      else yield held;
+    }
+  }
 }

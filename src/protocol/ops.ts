@@ -68,6 +68,20 @@ export interface WelcomeInfo {
   epoch: number;
   maxFrameSize: number;
   version: string;
+  /**
+   * True when this broker takes its master's replication stream (`cluster.peers` set): as a slave
+   * it needs no copies of a client's sends and acks, the master streams them. Absent: it does.
+   */
+  replicates?: boolean;
+}
+
+/** What the broker states in `ROLE` (after a promotion, a demotion, a fencing or a reload). */
+export interface RoleInfo {
+  role: "master" | "slave";
+  epoch: number;
+  fenced: boolean;
+  /** As in welcome; absent from brokers that predate it. */
+  replicates?: boolean;
 }
 
 export type HelloOp = [typeof OP.HELLO, number, HelloOptions];

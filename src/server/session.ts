@@ -27,6 +27,7 @@ import {
   peekOp,
   readSend,
   refOf,
+  type RoleInfo,
   validateClientId,
   writeDeliver,
 } from "../protocol/mod.ts";
@@ -243,6 +244,7 @@ export class Session implements Peer {
       epoch: this.#broker.epoch,
       maxFrameSize: config.socketServer.maxFrameSize,
       version: VERSION,
+      replicates: this.#broker.cluster.replicates,
     }]);
     this.#broker.log.info("socket", `client=${this.clientId};remote=${this.#connection.remoteAddress};connected`);
   }
@@ -359,7 +361,9 @@ export class Session implements Peer {
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
   announceRole(): void {
     if (this.state !== "open") return;
-    this.#push([OP.ROLE, { role: this.#broker.role, epoch: this.#broker.epoch, fenced: this.#broker.fencedBy !== null }]);
+    const broker = this.#broker;
+    const role: RoleInfo = { role: broker.role, epoch: broker.epoch, fenced: broker.fencedBy !== null, replicates: broker.cluster.replicates };
+    this.#push([OP.ROLE, role]);
   }
 
   /**

@@ -262,6 +262,8 @@ export class Cluster {
       return this.#becameMaster("promoted to master");
     }
     if (wasMaster && !this.isMaster) return this.#becameSlave("demoted to slave");
+    // Clients copy their sends and acks to a slave that takes no stream: tell them when that changed.
+    if ((previous.cluster.peers.length > 0) !== this.replicates) this.host.announceRole();
     if (!this.isMaster) this.upstream.start(); // cluster.peers may have been added
   }
 
@@ -319,6 +321,14 @@ export class Cluster {
       throw new KittenError("NOT_IN_SYNC", `Cannot replicate to "${link.peerId}": a newer master exists`);
     }
     this.replication.attach(link, position, () => this.host.snapshot());
+  }
+
+  /**
+   * True when this broker takes its master's stream as a slave (`cluster.peers` set): it tells
+   * its clients (welcome, ROLE), which then copy their sends and acks to the master only.
+   */
+  get replicates(): boolean {
+    return this.host.config.cluster.peers.length > 0;
   }
 
   /** True for a serviceId listed in `cluster.peers`. */
