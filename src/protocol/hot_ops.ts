@@ -44,7 +44,7 @@ export function writeAppend(batch: FrameBatch, index: number, message: AppendFie
 }
 
 const CBOR_NULL = new Uint8Array([0xf6]);
-/** Where `appendFrame` writes: each APPEND is taken out of it as a buffer of its own. */
+/** Where `appendFrame` writes: each APPEND is taken out of it as a buffer of its own (or viewed, then copied). */
 const appendScratch = new FrameBatch(4 * 1024);
 
 /**
@@ -58,8 +58,21 @@ export function appendFrame(index: number, message: AppendFields): Uint8Array {
     const { id, queue, destination, body, created, deadLetter } = message;
     return frame(encode([OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter ?? null]));
   }
+  appendScratch.clear(); // an appendFrameView may have left its frame there
   writeAppend(appendScratch, index, message);
   return appendScratch.take();
+}
+
+/**
+ * `appendFrame`'s bytes as a view of its scratch buffer, valid only until the next APPEND is
+ * written: for a caller that copies them at once (the master's log tail), with no buffer made.
+ */
+export function appendFrameView(index: number, message: AppendFields): Uint8Array {
+  const deliveries = message.deliveries ?? 0;
+  if (!isCount(index) || !isCount(message.created) || !isCount(deliveries)) return appendFrame(index, message);
+  appendScratch.clear();
+  writeAppend(appendScratch, index, message);
+  return appendScratch.view();
 }
 
 /**

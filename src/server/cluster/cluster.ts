@@ -137,7 +137,7 @@ export class Cluster {
         this.#drop(undone);
         log("info", `went back to index ${from}: dropped ${undone.length} messages the master does not hold`);
       },
-      retain: (index, frame, appended) => tail.push(index, frame, appended),
+      retain: (index, body) => tail.pushBody(index, body),
       stored: (index) => this.positions.stored(index),
       nextSeq: () => host.nextSeq(),
       log,

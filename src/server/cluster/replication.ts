@@ -14,7 +14,7 @@ import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import { commonPrefix, type EpochHistory } from "./history.ts";
 import type { LogTail } from "./log_tail.ts";
-import { appendFrame } from "../../protocol/hot_ops.ts";
+import { appendFrameView } from "../../protocol/hot_ops.ts";
 import {
   positionCatchUp,
   removeFrame,
@@ -219,8 +219,8 @@ export class Replication {
     if (this.#replicas.size === 0 && !this.options.keepsLog()) return 0;
     this.#flushRemovals();
     const index = ++this.#index;
-    const bytes = appendFrame(index, message);
-    this.options.tail.push(index, bytes, message.id);
+    // The tail's copy is what every replica is sent: the frame is made once and kept once.
+    const bytes = this.options.tail.push(index, appendFrameView(index, message));
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;
@@ -379,8 +379,7 @@ export class Replication {
     this.#removals = [];
     if (this.#replicas.size === 0 && !this.options.keepsLog()) return;
     const index = ++this.#index;
-    const bytes = removeFrame(index, ids);
-    this.options.tail.push(index, bytes, null);
+    const bytes = this.options.tail.push(index, removeFrame(index, ids));
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;

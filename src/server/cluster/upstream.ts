@@ -60,8 +60,8 @@ export interface UpstreamTarget {
   position(): PeerPosition | undefined;
   /** The master resumes this slave from `from`: what it holds after it goes, and `history` is the log's. */
   resumed(from: number, history: [number, number][]): void;
-  /** A live entry of the log arrived (its frame as the master wrote it; the id it appends, if any). */
-  retain(index: number, frame: Uint8Array, appended: string | null): void;
+  /** A live entry of the log arrived (its CBOR, as the master wrote it, without the length prefix). */
+  retain(index: number, body: Uint8Array): void;
   /** Everything up to `index` is stored (acknowledged to the master). */
   stored(index: number): void;
   /** The arrival seq the next accepted message will get. */
@@ -370,7 +370,7 @@ export class Upstream {
         return this.#append(checkAppend(value), data, start, end, commits);
       case OP.REMOVE: {
         const [, seq, ids] = checkRemove(value);
-        this.target.retain(seq, frame(data.subarray(start, end)), null);
+        this.target.retain(seq, data.subarray(start, end));
         this.#removals.add(seq, ids);
         this.#removals.applyUpTo(this.#confirmed, (applied) => this.target.remove(applied));
         return seq;
@@ -426,7 +426,7 @@ export class Upstream {
     }
     // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
     if (!this.#synced) return -1;
-    this.target.retain(append[1], frame(data.subarray(start, end)), append[2]);
+    this.target.retain(append[1], data.subarray(start, end));
     return append[1];
   }
 

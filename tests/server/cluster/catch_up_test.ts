@@ -83,7 +83,7 @@ describe("catch-up from a position", () => {
     // The slave received entries 1…13 of epoch 7; the new master only 1…10, then led epoch 9.
     const slave = new LogPositions(null, () => {});
     slave.history.adopt([[7, 1]]);
-    for (let i = 1; i <= 13; i++) slave.tail.push(i, new Uint8Array([i]), i % 2 === 0 ? null : `m${i}`);
+    for (let i = 1; i <= 13; i++) slave.tail.push(i, frame(encode(i % 2 === 0 ? [OP.REMOVE, i, []] : [OP.APPEND, i, `m${i}`])));
     const position = slave.position()!;
     expect(position).toEqual({ history: [[7, 1]], index: 13, floor: 0 });
 
@@ -137,8 +137,8 @@ describe("catch-up from a position", () => {
       const roll = (step * 7919) % 23;
       const bytes = new Uint8Array(1 + (step % 17));
       if (roll === 0) tail.truncate(Math.max(tail.base, tail.last - 3));
-      else if (roll === 1) tail.push(tail.last + 5, bytes, null); // a gap: the tail starts again after it
-      else tail.push(tail.last + 1, bytes, `m${tail.last + 1}`);
+      else if (roll === 1) tail.push(tail.last + 5, bytes); // a gap: the tail starts again after it
+      else tail.push(tail.last + 1, bytes);
       for (const probe of [tail.base - 2, tail.base, tail.base + 1, Math.floor((tail.base + tail.last) / 2), tail.last, tail.last + 3]) {
         expect(tail.bytesAfter(probe)).toBe(sumAfter(probe));
       }
@@ -173,7 +173,7 @@ class ModelBroker {
   add(entry: Entry): void {
     this.log.push(entry);
     const bytes = frame(encode([entry.op === "append" ? OP.APPEND : OP.REMOVE, entry.index, entry.id]));
-    this.positions.tail.push(entry.index, bytes, entry.op === "append" ? entry.id : null);
+    this.positions.tail.push(entry.index, bytes);
   }
   /** kill -9 and restart: the log on disk stays, the tail in memory is gone. */
   restart(): void {
