@@ -5,8 +5,9 @@
  *                        [--backlog-count N]
  *
  * Every run starts a fresh broker subprocess (`bun src/cli/main.ts start --config <tmp>`, port 0)
- * and separate client processes (`scripts/bench_client.ts`), so the CPU of the clients competes
- * with the broker's exactly as it does in real life on the same machine.
+ * and separate client processes (`scripts/bench_client.ts`: the bench worker of src/bench/worker/,
+ * which `kitten-mq bench` runs too), so the CPU of the clients competes with the broker's exactly
+ * as it does in real life on the same machine.
  *
  *   (a) work queue  1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking
  *   (a-node)        (a) with the publisher and the consumer on Node, using the npm package's build
@@ -39,11 +40,11 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { encode } from "../src/protocol/cbor.ts";
-import { payload } from "./bench_client.ts";
+import { payload } from "../src/bench/worker/mod.ts";
 import { type FloorResult, pacingWarning, runFloor } from "./bench/floor.ts";
 import { BROKER_ENV, CHILD_ENV, cleanup, ROOT } from "./bench/processes.ts";
 import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.ts";
-import type { Median, RunResult } from "./bench/results.ts";
+import { type Median, type RunResult, WARMUP_SHARE, warmupOf } from "../src/bench/results.ts";
 import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
 import { backlogVerdicts, runBacklog } from "./bench/backlog.ts";
 
@@ -76,16 +77,14 @@ if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeEr
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 300_000, b: 300_000, rate: 5_000, seconds: 10, warmup: 10 };
-/**
+/*
  * Figures are taken at steady state: the first quarter of the messages of (a), (b), (d)–(f) is
- * warm-up (JIT compilation of three to six processes sharing two cores), left out of the rate and
- * the latency. (c) sends for 10 s before it measures for 10 s: at 5,000 msg/s the JIT keeps
- * compiling hot functions for several seconds (1–11 ms per compile, on the same two cores), and
- * latency measured during that is the start-up's, not the broker's. The note column gives the
- * figures over the whole run too.
+ * warm-up (WARMUP_SHARE: JIT compilation of three to six processes sharing two cores), left out
+ * of the rate and the latency. (c) sends for 10 s before it measures for 10 s: at 5,000 msg/s the
+ * JIT keeps compiling hot functions for several seconds (1–11 ms per compile, on the same two
+ * cores), and latency measured during that is the start-up's, not the broker's. The note column
+ * gives the figures over the whole run too.
  */
-const WARMUP_SHARE = 0.25;
-const warmupOf = (count: number) => Math.round(count * WARMUP_SHARE);
 /** Medians measured so far, by scenario: (d) is judged against (a). */
 const MEDIAN_RATES: Partial<Record<string, number>> = {};
 /** Per run: past it the broker and clients are killed and the run is reported as failed. */

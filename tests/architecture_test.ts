@@ -5,7 +5,9 @@
  *   leaf), so the client runs on Bun, Deno and Node;
  * - src/server never imports src/client, src/admin or src/cli (they build on it, not the reverse);
  * - src/admin and src/cli reach the broker through src/server/mod.ts only;
- * - no `Bun.` in src/protocol or src/client;
+ * - src/bench (benchmarks: it starts brokers as processes) imports the client through
+ *   src/client/mod.ts and nothing of the broker, admin or CLI; src/cli uses it;
+ * - no `Bun.` in src/protocol, src/client or src/bench/worker (the bench workers run on Node too);
  * - no file under src/, tests/ or scripts/ over 500 lines;
  * - no import cycle among the files of src/.
  * Imports are the static `import … from`, `import "…"`, `export … from` and literal `import("…")`,
@@ -39,9 +41,10 @@ const RULES: Rule[] = [
   { from: "src/server/", never: ["src/client/", "src/admin/", "src/cli/"] },
   // The admin app and the CLI use the broker through its public surface only.
   { from: "src/admin/", only: ["src/admin/", "src/protocol/", "src/server/mod.ts", "src/version.ts"] },
-  { from: "src/cli/", only: ["src/cli/", "src/protocol/", "src/server/mod.ts", "src/admin/mod.ts", "src/version.ts"] },
+  { from: "src/bench/", only: ["src/bench/", "src/client/mod.ts", "src/protocol/", "src/version.ts"] },
+  { from: "src/cli/", only: ["src/cli/", "src/protocol/", "src/server/mod.ts", "src/admin/mod.ts", "src/bench/mod.ts", "src/version.ts"] },
 ];
-const NO_BUN = ["src/protocol/", "src/client/", "mod.ts"];
+const NO_BUN = ["src/protocol/", "src/client/", "src/bench/worker/", "mod.ts"];
 
 /**
  * The source with comments removed; strings, template literals and regular expressions kept (so
@@ -253,7 +256,7 @@ describe("architecture", () => {
     expect(directionProblems(graph)).toEqual([]);
   });
 
-  it("no Bun global in src/protocol or src/client", () => {
+  it("no Bun global in src/protocol, src/client or src/bench/worker", () => {
     expect(bunProblems(sources)).toEqual([]);
   });
 

@@ -21,7 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, ROOT, tempDirs, withTimeout } from "./processes.ts";
 import { fmt } from "./report.ts";
-import type { PublisherResult, ReceiverResult } from "./results.ts";
+import type { PublisherResult, ReceiverResult } from "../../src/bench/results.ts";
 import { BUN_FLAGS } from "./run.ts";
 
 const BUN = process.execPath;

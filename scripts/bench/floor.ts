@@ -15,15 +15,14 @@
  *
  *   bun scripts/bench/floor.ts <relay|pub|sub> '<json options>'   (started by scripts/bench.ts)
  *
- * Nothing here imports the Kitten-MQ client (scripts/bench/stats.ts holds the shared clock and
+ * Nothing here imports the Kitten-MQ client (src/bench/worker/stats.ts holds the shared clock and
  * percentiles): the floor processes must not load it.
  */
 import type { Socket } from "bun";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { Child, ROOT, withTimeout } from "./processes.ts";
-import type { Latency } from "./results.ts";
-import { now, percentiles } from "./stats.ts";
+import { type Latency, now, percentiles } from "../../src/bench/worker/stats.ts";
 
 export interface FloorResult {
   latency: Latency;

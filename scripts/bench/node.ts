@@ -29,7 +29,7 @@ export function nodeBenchClient(): Promise<string> {
         {
           name: "the client from the npm package",
           setup(build) {
-            build.onResolve({ filter: /(^|\/)mod\.ts$/ }, () => ({ path: "kitten-mq", external: true }));
+            build.onResolve({ filter: /(^|\/)client\/mod\.ts$/ }, () => ({ path: "kitten-mq", external: true }));
           },
         },
       ],

@@ -1,14 +1,8 @@
 /** The benchmark's tables: number formats, one row per run, medians, and where the CPU went. */
 import { type Cpu, cpuTotal } from "./processes.ts";
-import type { Median, RunResult } from "./results.ts";
+import { fmt, type Median, ms, type RunResult } from "../../src/bench/results.ts";
 
-export function fmt(value: number): string {
-  return Math.round(value).toLocaleString("en-US");
-}
-
-export function ms(value: number): string {
-  return value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
-}
+export { fmt, ms };
 
 const HEADER = [
   "run",
@@ -75,8 +69,10 @@ export function medianOf(runs: RunResult[]): Median {
   const m = (pick: (r: RunResult) => number) => median(runs.map(pick));
   return {
     rate: m((r) => r.rate),
+    wholeRunRate: m((r) => r.wholeRunRate),
     confirmRate: m((r) => r.confirmRate),
     p50: m((r) => r.p50),
+    p90: m((r) => r.p90),
     p99: m((r) => r.p99),
     max: m((r) => r.max),
     elapsedS: m((r) => r.elapsedS),

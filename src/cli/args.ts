@@ -28,6 +28,18 @@ export interface CliArgs {
   messages: boolean;
   limit: string | undefined;
   offset: string | undefined;
+  /** `bench --host HOST:PORT[@SERVICE_ID#TOKEN]`, repeated or comma-separated: the brokers to measure. */
+  host: string[];
+  /** `bench --channel ENDPOINT/VERSION` (the same flag as the id's: bench has no id). */
+  channel: string | undefined;
+  /** `bench` settings, as typed (the command checks them). */
+  scenario: string | undefined;
+  count: string | undefined;
+  size: string | undefined;
+  window: string | undefined;
+  listeners: string | undefined;
+  rate: string | undefined;
+  durability: string | undefined;
   version: boolean;
   help: boolean;
 }
@@ -36,6 +48,8 @@ interface OptionSpec {
   short?: string;
   /** The value it takes, as help names it; absent for a boolean flag. */
   value?: string;
+  /** Given more than once, every value counts (otherwise the last one does). */
+  repeatable?: boolean;
 }
 
 export const OPTIONS: Record<string, OptionSpec> = {
@@ -45,10 +59,18 @@ export const OPTIONS: Record<string, OptionSpec> = {
   force: { short: "f" },
   queue: { short: "q", value: "QUEUE (endpoint/version)" },
   id: { short: "i", value: "ID" },
-  channel: { value: "ID" },
+  channel: { value: "ID (bench: ENDPOINT/VERSION)" },
   messages: { short: "m" },
   limit: { value: "N" },
   offset: { value: "N" },
+  host: { value: "HOST:PORT[@SERVICE_ID#TOKEN]", repeatable: true },
+  scenario: { value: "NAME[,NAME…] (work, fanout, latency)" },
+  count: { value: "N" },
+  size: { value: "BYTES" },
+  window: { value: "N" },
+  listeners: { value: "N" },
+  rate: { value: "MSG/S" },
+  durability: { value: "memory|fsync" },
   version: { short: "v" },
   help: { short: "h" },
 };
@@ -65,6 +87,7 @@ function shown(name: string): string {
 /** Throws CliError USAGE on an unknown flag, a missing value, or a value given to a boolean flag. */
 export function parseCli(argv: string[]): CliArgs {
   const values = new Map<string, string | true>();
+  const repeated = new Map<string, string[]>();
   const positionals: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
@@ -95,6 +118,7 @@ export function parseCli(argv: string[]): CliArgs {
     }
     if (inline === undefined) i++;
     values.set(name, value);
+    if (spec.repeatable) repeated.set(name, [...(repeated.get(name) ?? []), value]);
   }
   const text = (name: string) => values.get(name) as string | undefined;
   const flag = (name: string) => values.get(name) === true;
@@ -110,6 +134,15 @@ export function parseCli(argv: string[]): CliArgs {
     messages: flag("messages"),
     limit: text("limit"),
     offset: text("offset"),
+    host: repeated.get("host") ?? [],
+    channel: text("channel"),
+    scenario: text("scenario"),
+    count: text("count"),
+    size: text("size"),
+    window: text("window"),
+    listeners: text("listeners"),
+    rate: text("rate"),
+    durability: text("durability"),
     version: flag("version"),
     help: flag("help"),
   };

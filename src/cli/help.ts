@@ -6,6 +6,8 @@ export interface CommandHelp {
   summary: string;
   options?: string[];
   example: string;
+  /** Its options are all it takes: not the admin API's -c and --json (start, bench). */
+  ownOptionsOnly?: boolean;
 }
 
 export const COMMAND_HELP: Record<string, CommandHelp> = {
@@ -14,6 +16,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     summary: "Runs the broker and its admin API in the foreground. SIGUSR2 reloads the config file, SIGUSR1 soft-stops, SIGTERM/SIGINT stop.",
     options: ["-c, --config FILE   the broker's config (JSON; kitten-mq init-conf writes one)"],
     example: "kitten-mq start --config /etc/kitten-mq/kitten-mq.config.json",
+    ownOptionsOnly: true,
   },
   status: {
     usage: "kitten-mq status [-c FILE] [--json]",
@@ -63,6 +66,28 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     summary: "Pinned client keys; revoke un-pins one (key rotation: the client's next connection pins its new key).",
     example: "kitten-mq keys revoke billing-worker",
   },
+  bench: {
+    usage: "kitten-mq bench [SCENARIO…] [--host HOST:PORT[@SERVICE_ID#TOKEN]]… [--count N] [--size BYTES] [--json]",
+    summary: "Measures a broker: msg/s (steady state and whole run), publish → deliver latency p50/p90/p99/max, CPU µs per message " +
+      "of publisher, receivers and broker. Scenarios: work (1 publisher → 1 consumer acking), fanout (1 publisher → N listeners), " +
+      "latency (1 publisher at --rate → 1 consumer); all by default. Without --host it starts its own broker (port 0, a temp " +
+      "folder) and measures its CPU too. Every client is a process of its own.",
+    options: [
+      "--host HOST:PORT[@SERVICE_ID#TOKEN]",
+      "                    a broker to measure; repeat it (or use commas) for a cluster group",
+      "--scenario NAMES    work, fanout, latency or all, comma-separated (or as words after bench)",
+      "--count N           messages per scenario (work, fanout: 100,000; latency: 5 s at --rate)",
+      "--size BYTES        body size in CBOR bytes (128)",
+      "--window N          unconfirmed sends at most, work and fanout (1000)",
+      "--listeners N       fanout's listening clients (4)",
+      "--rate MSG/S        latency's send rate (5000)",
+      "--durability MODE   memory or fsync: the broker bench starts (memory); not with --host",
+      "--channel E/V       messages go to <E/V>/<scenario>-<run id> (bench/v1)",
+      "--json              one JSON document instead of the table; errors as {\"code\", \"message\"}",
+    ],
+    example: "kitten-mq bench work --host 10.0.0.5:1234@broker-1 --count 200000 --json",
+    ownOptionsOnly: true,
+  },
   "init-conf": {
     usage: "kitten-mq init-conf [PATH] [--force] [--json]",
     summary: "Writes a config file with every default, documented (kitten-mq.config.json by default); never overwrites without --force.",
@@ -84,6 +109,7 @@ Usage:
   kitten-mq stop [-c FILE]                   the same with a 5 s bound (as SIGTERM)
   kitten-mq keys list | keys revoke ID       pinned client keys; revoke un-pins one (key rotation)
   kitten-mq init-conf [PATH] [--force]       write a documented default config (kitten-mq.config.json)
+  kitten-mq bench [SCENARIO] [--host HOST]   msg/s, latency, CPU per message (its own broker without --host)
   kitten-mq COMMAND --help                   one command's options and an example
   kitten-mq --version | --help
 
@@ -100,7 +126,7 @@ Exit codes: 0 done; 1 the command failed (broker not running, refused, not found
 export function commandHelp(name: string): string {
   const help = COMMAND_HELP[name]!;
   const options = [...(help.options ?? []), "-c, --config FILE   the broker's config, to find its admin API", "--json              JSON output; errors as {\"code\", \"message\"}"];
-  const unique = name === "start" ? help.options ?? [] : options;
+  const unique = help.ownOptionsOnly ? help.options ?? [] : options;
   return [
     `Usage: ${help.usage}`,
     "",

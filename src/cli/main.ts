@@ -12,6 +12,9 @@ import { type CliArgs, parseCli } from "./args.ts";
 import { CliError } from "./errors.ts";
 import { COMMAND_HELP, commandHelp, HELP } from "./help.ts";
 import { didYouMean } from "./suggest.ts";
+import { WORKER_COMMAND } from "../bench/mod.ts";
+import { run as bench } from "./commands/bench.ts";
+import { run as benchWorker } from "./commands/bench_worker.ts";
 import { run as deleteQueue } from "./commands/delete.ts";
 import { run as initConf } from "./commands/init_conf.ts";
 import { run as keys } from "./commands/keys.ts";
@@ -38,6 +41,12 @@ const COMMANDS: Record<string, Command> = {
   stop,
   keys,
   "init-conf": initConf,
+  bench,
+};
+
+/** Commands not in the help nor in "did you mean": `kitten-mq bench` runs its clients through them. */
+const HIDDEN: Record<string, Command> = {
+  [WORKER_COMMAND]: benchWorker,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -55,14 +64,14 @@ async function main(argv: string[]): Promise<number> {
     console.log(HELP);
     return args.help ? 0 : 2;
   }
-  const command = Object.hasOwn(COMMANDS, args.command) ? COMMANDS[args.command]! : null;
+  const command = Object.hasOwn(COMMANDS, args.command) ? COMMANDS[args.command]! : Object.hasOwn(HIDDEN, args.command) ? HIDDEN[args.command]! : null;
   if (!command) {
     throw new CliError(
       "USAGE",
       `unknown command "${args.command}"${didYouMean(args.command, Object.keys(COMMANDS))}`,
     );
   }
-  if (args.help) {
+  if (args.help && Object.hasOwn(COMMAND_HELP, args.command)) {
     console.log(commandHelp(args.command));
     return 0;
   }

@@ -1,12 +1,12 @@
 /**
  * The pure functions that decide the benchmark's verdicts: latency percentiles
- * (scripts/bench/stats.ts), the median of the runs (scripts/bench/report.ts) and how one run's
- * reports become its figures (scripts/bench/results.ts). Hand-made inputs, hand-computed values.
+ * (src/bench/worker/stats.ts), the median of the runs (scripts/bench/report.ts) and how one run's
+ * reports become its figures (src/bench/results.ts). Hand-made inputs, hand-computed values.
  */
 import { expect, test } from "bun:test";
 import { median } from "../../scripts/bench/report.ts";
-import { type PublisherResult, type ReceiverResult, type Snapshot, summarize } from "../../scripts/bench/results.ts";
-import { percentiles } from "../../scripts/bench/stats.ts";
+import { type PublisherResult, type ReceiverResult, type Snapshot, summarize } from "../../src/bench/results.ts";
+import { percentiles } from "../../src/bench/worker/stats.ts";
 
 test("percentiles() leaves out the messages not seen", () => {
   // seq 1 never arrived: its latency slot (1) must not count.

@@ -15,14 +15,14 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `kitten-mq ...args` with no terminal on stdin (as scripts and CI do). */
-export async function cli(args: string[], options: { cwd?: string; stdin?: string } = {}): Promise<CliResult> {
+/** Runs `kitten-mq ...args` with no terminal on stdin (as scripts and CI do); `env` is added to this process's. */
+export async function cli(args: string[], options: { cwd?: string; stdin?: string; env?: Record<string, string> } = {}): Promise<CliResult> {
   const child = Bun.spawn([process.execPath, MAIN, ...args], {
     cwd: options.cwd,
     stdin: options.stdin === undefined ? "ignore" : new TextEncoder().encode(options.stdin),
     stdout: "pipe",
     stderr: "pipe",
-    env: { ...process.env, NO_COLOR: "1" },
+    env: { ...process.env, NO_COLOR: "1", ...options.env },
   });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };

@@ -1,14 +1,15 @@
 /**
  * The compiled executable (`KITTEN_BIN`, or compiled once here), run from a folder with no
  * node_modules: it prints its versions, starts a broker the real client talks to, serves the
- * embedded dashboard, and handles the signals the systemd unit relies on.
+ * embedded dashboard, handles the signals the systemd unit relies on, and benchmarks itself.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { client } from "../../mod.ts";
 import { dashboardPage } from "../../src/admin/dashboard.ts";
 import { PROTOCOL_VERSION, STORE_VERSION, VERSION } from "../../src/version.ts";
+import { expectBenchReport, processesMentioning } from "../helpers/bench.ts";
 import { cleanupAll, clientRoundTrip, isolatedCopy, run, shipBinary, startBinaryBroker, tempDir } from "./helpers.ts";
 
 let bin = "";
@@ -30,7 +31,7 @@ describe("ship: the compiled binary", () => {
   test("--help lists the commands; an unknown command exits 2", async () => {
     const help = await run([bin, "--help"], { cwd: dir });
     expect(help.code).toBe(0);
-    for (const command of ["start", "status", "reload", "soft-stop", "init-conf"]) expect(help.stdout).toContain(`kitten-mq ${command}`);
+    for (const command of ["start", "status", "reload", "soft-stop", "init-conf", "bench"]) expect(help.stdout).toContain(`kitten-mq ${command}`);
     const unknown = await run([bin, "frobnicate"], { cwd: dir });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown command "frobnicate"');
@@ -85,6 +86,22 @@ describe("ship: the compiled binary", () => {
       expect(broker.output()).toContain("stopped");
     },
     30_000,
+  );
+
+  test(
+    "bench --json starts a broker and workers from the binary alone (no Bun on PATH) and leaves nothing behind",
+    async () => {
+      const tmp = tempDir();
+      const result = await run([bin, "bench", "--count", "2000", "--listeners", "2", "--json"], {
+        cwd: dir,
+        env: { TMPDIR: tmp, PATH: "/nonexistent" },
+      });
+      expect(result.code).toBe(0);
+      expectBenchReport(JSON.parse(result.stdout), { count: 2000, listeners: 2, scenarios: ["work", "fanout", "latency"], startedByBench: true });
+      expect(readdirSync(tmp)).toEqual([]);
+      expect(processesMentioning(tmp)).toEqual([]);
+    },
+    60_000,
   );
 
   test(

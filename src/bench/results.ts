@@ -1,20 +1,28 @@
 /**
- * What the benchmark's clients report, and how one run's reports become its figures: rates after
+ * What the benchmark's workers report, and how one run's reports become its figures: rates after
  * the warm-up (and over the whole run), worst-listener latency, CPU per process kind, and the
  * cores other processes of the machine kept busy meanwhile.
  */
-import { type Cpu, cpuTotal } from "./processes.ts";
-import { fmt, ms } from "./report.ts";
+import { type Cpu, cpuSeconds, cpuTotal } from "./processes.ts";
+import type { Latency } from "./worker/stats.ts";
 
-export interface Latency {
-  n: number;
-  min: number;
-  p50: number;
-  p90: number;
-  p99: number;
-  p999: number;
-  max: number;
-  mean: number;
+export type { Latency };
+
+/**
+ * Figures are taken at steady state: the first quarter of the messages is warm-up (JIT
+ * compilation of several processes sharing the cores), left out of the rate and the latency.
+ * The figures over the whole run are reported too.
+ */
+export const WARMUP_SHARE = 0.25;
+export const warmupOf = (count: number) => Math.round(count * WARMUP_SHARE);
+
+export function fmt(value: number): string {
+  return Math.round(value).toLocaleString("en-US");
+}
+
+/** `3.42`, `12.3`, `140`: milliseconds with about three significant digits. */
+export function ms(value: number): string {
+  return value < 10 ? value.toFixed(2) : value < 100 ? value.toFixed(1) : value.toFixed(0);
 }
 
 export interface ReceiverResult {
@@ -41,6 +49,8 @@ export interface PublisherResult {
   confirmed: number;
   failed: number;
   firstError: string;
+  /** The code of the first failed send ("" when none failed). */
+  firstErrorCode?: string;
   firstAt: number;
   /** When the first send after the warm-up was made: the rate's window starts there. */
   warmAt: number;
@@ -59,9 +69,12 @@ export interface PublisherResult {
 export interface RunResult {
   /** Headline rate: msgs/s (a, c) or deliveries/s (b). */
   rate: number;
+  /** The same over the whole run, warm-up included. */
+  wholeRunRate: number;
   /** Publisher's confirmed sends per second. */
   confirmRate: number;
   p50: number;
+  p90: number;
   p99: number;
   max: number;
   elapsedS: number;
@@ -103,12 +116,11 @@ export function summarize(
   const latencies = received.map((r) => r.latency).filter((l): l is Latency => l !== null);
   // Several listeners: each one's percentiles are exact; the table shows the worst listener's.
   const worst = (key: keyof Latency) => Math.max(...latencies.map((l) => l[key]));
-  const cpuS = (c: { userMs: number; systemMs: number }): Cpu => ({ user: c.userMs / 1000, system: c.systemMs / 1000 });
   const minus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user - b.user, system: a.system - b.system });
   const plus = (a: Cpu, b: Cpu): Cpu => ({ user: a.user + b.user, system: a.system + b.system });
   const brokerCpu = minus(after.broker, before.broker);
-  const receiversCpu = received.map((r, i) => minus(cpuS(r.cpu), before.receivers[i]!)).reduce(plus);
-  const publisherAll = cpuS(published.cpu);
+  const receiversCpu = received.map((r, i) => minus(cpuSeconds(r.cpu), before.receivers[i]!)).reduce(plus);
+  const publisherAll = cpuSeconds(published.cpu);
   const selfCpu = minus(after.self, before.self);
   // Everything the machine did during the run that was not the benchmark's own processes.
   const ours = [brokerCpu, receiversCpu, publisherAll, selfCpu].reduce((sum, c) => sum + cpuTotal(c), 0);
@@ -129,15 +141,17 @@ export function summarize(
   }
   return {
     rate: Math.round(measured / measuredS),
+    wholeRunRate: Math.round(deliveries / elapsedS),
     confirmRate: Math.round(published.confirmed / ((published.lastConfirmAt - published.firstAt) / 1000)),
     p50: worst("p50"),
+    p90: worst("p90"),
     p99: worst("p99"),
     max: worst("max"),
     elapsedS,
     duplicates: received.reduce((sum, r) => sum + r.duplicates, 0),
     failedSends: published.failed,
     deliveries,
-    cpu: { broker: brokerCpu, publisher: minus(publisherAll, cpuS(published.startCpu)), receivers: receiversCpu },
+    cpu: { broker: brokerCpu, publisher: minus(publisherAll, cpuSeconds(published.startCpu)), receivers: receiversCpu },
     otherCores,
     note: notes.join("; "),
   };

@@ -1,9 +1,19 @@
 /**
  * The clock, CPU counter and latency percentiles every benchmark process shares: the Kitten-MQ
- * clients (scripts/bench_client.ts) and the bare relay's (scripts/bench/floor.ts). Imports nothing
- * at run time, so the floor's processes do not load the Kitten-MQ client.
+ * bench workers and the bare relay's (scripts/bench/floor.ts). Imports nothing, so the floor's
+ * processes do not load the Kitten-MQ client.
  */
-import type { Latency } from "./results.ts";
+
+export interface Latency {
+  n: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
 
 /**
  * Wall-clock based (shared by every process on the machine) with sub-millisecond precision:
@@ -14,10 +24,10 @@ export const now = (): number => performance.timeOrigin + performance.now();
 /** Rounds to the microsecond (3 decimals of a millisecond). */
 export const round = (value: number): number => Math.round(value * 1000) / 1000;
 
-/** CPU this process has used since it started (publishers also report it at their first send). */
+/** CPU this process has used since it started, to the microsecond (workers report it when ready and at the end). */
 export function cpu(): { userMs: number; systemMs: number } {
   const usage = process.cpuUsage();
-  return { userMs: Math.round(usage.user / 1000), systemMs: Math.round(usage.system / 1000) };
+  return { userMs: round(usage.user / 1000), systemMs: round(usage.system / 1000) };
 }
 
 /**
