@@ -123,7 +123,7 @@ function probe(label: string): Promise<void> {
     const socket = new Socket();
     const fail = (why: string) => {
       socket.destroy();
-      reject(new KittenError("UNREACHABLE", `no broker answers on ${host}:${port} (${why}): is it running, and is --host right?`));
+      reject(new KittenError("UNREACHABLE", `Cannot reach a broker on ${host}:${port} (${why}): is it running, and is --host right?`));
     };
     socket.setTimeout(PROBE_TIMEOUT_MS, () => fail(`no answer within ${PROBE_TIMEOUT_MS / 1000} s`));
     socket.once("error", (error: NodeJS.ErrnoException) => fail(error.code ?? error.message));

@@ -62,11 +62,11 @@ describe("kitten-mq bench", () => {
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual({
       code: "UNREACHABLE",
-      message: `no broker answers on ${host} (ECONNREFUSED): is it running, and is --host right?`,
+      message: `Cannot reach a broker on ${host} (ECONNREFUSED): is it running, and is --host right?`,
     });
     const text = await bench(["--host", host]);
     expect(text.code).toBe(1);
-    expect(text.stderr).toBe(`kitten-mq: no broker answers on ${host} (ECONNREFUSED): is it running, and is --host right?\n`);
+    expect(text.stderr).toBe(`kitten-mq: Cannot reach a broker on ${host} (ECONNREFUSED): is it running, and is --host right?\n`);
   });
 
   it("bench names the broker's refusal with its code, exit 1: a client no rule knows, a send no rule allows", async () => {
