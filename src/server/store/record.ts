@@ -111,6 +111,8 @@ export const SQL = {
   insert:
     "INSERT INTO messages (seq, id, queue, destination, created, body, deliveries, dead_letter) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
   delete: "DELETE FROM messages WHERE seq = ?",
+  /** Parameters: first and last seq of a run of consecutive positions that all go. */
+  deleteRun: "DELETE FROM messages WHERE seq BETWEEN ? AND ?",
   /** Parameters: deliveries, seq. A count only grows (copies report theirs in any order). */
   updateDeliveries: "UPDATE messages SET deliveries = max(deliveries, ?) WHERE seq = ?",
   selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq",

@@ -40,7 +40,8 @@ import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { describe, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
-import { encodeRecord, getMeta, type MetaValue, type RecordV2, setMeta, SQL, STORE_FILE } from "./record.ts";
+import { getMeta, type MetaValue, setMeta, STORE_FILE } from "./record.ts";
+import { RowWrites } from "./row_writes.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
 import { StoreSpace } from "./space.ts";
@@ -71,9 +72,7 @@ export class SqliteStore implements PagingStore {
   readonly #begin: Statement<unknown, []>;
   readonly #commit: Statement<unknown, []>;
   readonly #rollback: Statement<unknown, []>;
-  readonly #insert: Statement<unknown, RecordV2>;
-  readonly #delete: Statement<unknown, [number]>;
-  readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
+  readonly #writes: RowWrites;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
   /** Disk space: vacuum, truncating checkpoints, the reserve for a full disk (space.ts). */
@@ -134,9 +133,7 @@ export class SqliteStore implements PagingStore {
     this.#begin = db.prepare("BEGIN");
     this.#commit = db.prepare("COMMIT");
     this.#rollback = db.prepare("ROLLBACK");
-    this.#insert = db.prepare(SQL.insert);
-    this.#delete = db.prepare(SQL.delete);
-    this.#update = db.prepare(SQL.updateDeliveries);
+    this.#writes = new RowWrites(db);
     this.#rows = new QueueRows(db);
     const beforeWrite = () => this.#syncOnCommit(false);
     this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
@@ -314,7 +311,8 @@ export class SqliteStore implements PagingStore {
     );
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback, this.#insert, this.#delete, this.#update]) statement.finalize();
+      for (const statement of [this.#begin, this.#commit, this.#rollback]) statement.finalize();
+      this.#writes.finalize();
       this.#rows.finalize();
       this.#space.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
@@ -383,14 +381,12 @@ export class SqliteStore implements PagingStore {
     try {
       this.#syncOnCommit(appends.size > 0);
       this.#begin.run();
-      for (const [seq, message] of appends) encodeRecord(this.#insert, seq, message, counts.forAppend(message));
+      this.#writes.insert(appends, (message) => counts.forAppend(message));
       for (const message of appends.values()) usage.add(message, 1);
-      for (let i = 0; i < deletes; i++) {
-        this.#delete.run(removes[i]!);
-        usage.add(this.#removed[i]!, -1);
-      }
+      if (deletes > 0) this.#writes.delete(removes, deletes);
+      for (let i = 0; i < deletes; i++) usage.add(this.#removed[i]!, -1);
       this.#rows.writeUsage(usage);
-      if (updates !== null) for (let i = 0; i < updates.length; i += 2) this.#update.run(updates[i + 1]!, updates[i]!);
+      if (updates !== null) this.#writes.update(updates);
       this.#beforeCommit?.();
       this.#commit.run();
     } catch (error) {

@@ -1,0 +1,68 @@
+/**
+ * The row statements of a commit write exactly the rows asked for: a multi-row INSERT and the
+ * single ones after it, and DELETEs of runs of positions that go no further than the run.
+ */
+import { Database } from "bun:sqlite";
+import { afterEach, beforeEach, describe, expect, it } from "bun:test";
+import { SCHEMA } from "../../../src/server/store/record.ts";
+import { RowWrites } from "../../../src/server/store/row_writes.ts";
+import type { StoredMessage } from "../../../src/server/store/store.ts";
+
+let db: Database;
+let writes: RowWrites;
+beforeEach(() => {
+  db = new Database(":memory:");
+  for (const statement of SCHEMA) db.run(statement);
+  writes = new RowWrites(db);
+});
+afterEach(() => {
+  writes.finalize();
+  db.close();
+});
+
+function message(n: number): StoredMessage {
+  const body: Uint8Array = new Uint8Array([n & 0xff, 7]);
+  return {
+    id: `m${n}`,
+    queue: n % 2 === 0 ? "even/v1" : "odd/v1",
+    destination: `d${n % 3}`,
+    body,
+    created: 1_000 + n,
+    deliveries: 0,
+    deadLetter: n === 5 ? { reason: "ttl", channel: "odd/v1/d2", messageId: "m5", deliveries: 2 } : null,
+    position: undefined,
+  };
+}
+
+const seqs = () => (db.query("SELECT seq FROM messages ORDER BY seq").values() as number[][]).map(([seq]) => seq!);
+
+describe("RowWrites", () => {
+  it("inserts every append, 16 to a statement and the rest one by one, each row with its own values and count", () => {
+    const appends = new Map<number, StoredMessage>();
+    for (let n = 1; n <= 37; n++) appends.set(100 + n, message(n));
+    writes.insert(appends, (m) => Number(m.id.slice(1)) % 4);
+    const rows = db.query("SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq").values();
+    expect(rows.length).toBe(37);
+    rows.forEach((row, i) => {
+      const n = i + 1;
+      const m = message(n);
+      expect(row.slice(0, 5)).toEqual([100 + n, m.id, m.queue, m.destination, m.created]);
+      expect([...(row[5] as Uint8Array)]).toEqual([...m.body]);
+      expect(row[6]).toBe(n % 4);
+      expect(row[7] === null ? null : JSON.parse(row[7] as string)).toEqual(n === 5 ? { reason: "ttl", channel: "odd/v1/d2", messageId: "m5", deliveries: 2 } : null);
+    });
+  });
+
+  it("deletes exactly the positions given, in any order, as runs and single rows, and only the first `count` of them", () => {
+    const appends = new Map<number, StoredMessage>();
+    for (let n = 1; n <= 40; n++) appends.set(n, message(n));
+    writes.insert(appends, () => 0);
+    // Runs 3–7 and 20–22, single rows 10, 12 and 40, given out of order; 30 and 31 are past `count`.
+    const gone = [22, 5, 10, 3, 40, 21, 6, 12, 7, 20, 4, 30, 31];
+    writes.delete(gone, gone.length - 2);
+    const kept = Array.from({ length: 40 }, (_, i) => i + 1).filter((seq) => !gone.slice(0, -2).includes(seq));
+    expect(seqs()).toEqual(kept);
+    writes.delete([8], 1);
+    expect(seqs()).toEqual(kept.filter((seq) => seq !== 8));
+  });
+});
