@@ -23,6 +23,7 @@
  *   (f2) replicated (f) with both brokers in fsync mode, replicating over their peer link, and
  *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
  *   (f3) 3 brokers  (f2) with two slaves: the cluster docs/cluster.md recommends
+ *   (c3) replicated (c) on the cluster of (f3) at 1,000 msg/s: send → confirm latency
  *   (g) backlog     fill 20,000,000 messages (--backlog-count; 200,000 with --quick) into one fsync
  *                   queue with no consumer, kill -9, restart, drain with one consumer (prefetch
  *                   1000); the data directory's size after the drain (disk given back) and the
@@ -71,12 +72,14 @@ if (args.help) {
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,a-node,f,f2,f3,b,c,d,e,g").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,a-node,f,f2,f3,b,c,c3,d,e,g").split(",").map((s) => s.trim()));
 const BACKLOG_COUNT = args["backlog-count"] ? Number(args["backlog-count"]) : QUICK ? 200_000 : 20_000_000;
 if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeError(`--backlog-count must be a positive integer: ${args["backlog-count"]}`);
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 300_000, b: 300_000, rate: 5_000, seconds: 10, warmup: 10 };
+/** (c3)'s rate: well under the cluster's throughput, so a send's latency is its commits' and replication's, not a queue's. */
+const REPLICATED_RATE = 1_000;
 /*
  * Figures are taken at steady state: the first quarter of the messages of (a), (b), (d)–(f) is
  * warm-up (WARMUP_SHARE: JIT compilation of three to six processes sharing two cores), left out
@@ -106,7 +109,7 @@ function nodeVersion(): string {
 // ── scenarios ──────────────────────────────────────────────────────────────────────────────────
 
 interface Scenario {
-  key: "a" | "a-node" | "b" | "c" | "d" | "e" | "f" | "f2" | "f3";
+  key: "a" | "a-node" | "b" | "c" | "c3" | "d" | "e" | "f" | "f2" | "f3";
   title: string;
   detail: string;
   unit: string;
@@ -231,30 +234,33 @@ const SCENARIOS: Scenario[] = [
       fmt(SIZES.rate * SIZES.warmup)
     } msgs) is warm-up, left out of the latency`,
     unit: "msgs/s",
-    plan: (run) => {
-      const skip = Math.round(SIZES.rate * SIZES.warmup);
-      const count = Math.round(SIZES.rate * (SIZES.warmup + SIZES.seconds));
-      return {
-        receivers: [{
-          role: "consumer",
-          options: { channel: `bench/v1/rate`, clientId: `bench-consumer-${run}`, count, skip, prefetch: PREFETCH },
-        }],
-        publisher: {
-          role: "rate",
-          options: {
-            channel: `bench/v1/rate`,
-            clientId: `bench-publisher-${run}`,
-            rate: SIZES.rate,
-            seconds: SIZES.seconds,
-            warmupSeconds: SIZES.warmup,
-          },
-        },
-      };
-    },
+    plan: (run) => ratePlan("bench/v1/rate", SIZES.rate, run),
     target: { label: "p99 ≤ 2 ms", check: (m) => m.p99 <= 2 },
     floor: { rate: SIZES.rate, seconds: SIZES.seconds },
   },
+  {
+    key: "c3",
+    title: `(c3) replicated latency: the cluster of (f3) at ${fmt(REPLICATED_RATE)} msg/s → 1 consumer acking`,
+    detail: `paced as (c); each send is confirmed once the master and every in-sync slave have it on disk: ` +
+      `the headline is send → confirm p99 (the p99 column is publish → deliver)`,
+    unit: "msgs/s",
+    plan: (run) => ({ ...ratePlan("bench/v1/rate3", REPLICATED_RATE, run), slaves: 2, minInSyncReplicas: 2 }),
+    target: { label: "confirm p99 ≤ 3 ms", check: (m) => m.confirmP99 !== null && m.confirmP99 <= 3 },
+  },
 ];
+
+/** A publisher at `rate` msg/s for the warm-up and the measured seconds of SIZES → 1 consumer acking. */
+function ratePlan(channel: string, rate: number, run: number): Plan {
+  const skip = Math.round(rate * SIZES.warmup);
+  const count = Math.round(rate * (SIZES.warmup + SIZES.seconds));
+  return {
+    receivers: [{ role: "consumer", options: { channel, clientId: `bench-consumer-${run}`, count, skip, prefetch: PREFETCH } }],
+    publisher: {
+      role: "rate",
+      options: { channel, clientId: `bench-publisher-${run}`, rate, seconds: SIZES.seconds, warmupSeconds: SIZES.warmup },
+    },
+  };
+}
 
 // ── output ─────────────────────────────────────────────────────────────────────────────────────
 
@@ -357,7 +363,11 @@ async function main(): Promise<number> {
     const target = scenario.target;
     const pass = med !== null && target !== null && target.check(med);
     const figure = med === null ? "" : ` (median ${
-      scenario.key === "c" ? `p99 ${ms(med.p99)} ms` : `${fmt(med.rate)} ${scenario.unit}`
+      scenario.key === "c"
+        ? `p99 ${ms(med.p99)} ms`
+        : scenario.key === "c3"
+        ? `confirm p99 ${med.confirmP99 === null ? "not timed" : `${ms(med.confirmP99)} ms`}`
+        : `${fmt(med.rate)} ${scenario.unit}`
     }${scenario.versusA ? `, ${versusA(med.rate)}` : ""})`;
     const against = target?.against;
     const unjudged = against !== undefined && MEDIAN_RATES[against] === undefined;

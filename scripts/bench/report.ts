@@ -75,6 +75,7 @@ export function medianOf(runs: RunResult[]): Median {
     p90: m((r) => r.p90),
     p99: m((r) => r.p99),
     max: m((r) => r.max),
+    confirmP99: runs.every((r) => r.confirmP99 !== null) ? m((r) => r.confirmP99!) : null,
     elapsedS: m((r) => r.elapsedS),
     duplicates: m((r) => r.duplicates),
     failedSends: m((r) => r.failedSends),

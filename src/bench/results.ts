@@ -77,6 +77,8 @@ export interface RunResult {
   p90: number;
   p99: number;
   max: number;
+  /** send() → confirmation p99, ms, past the warm-up; null when the publisher did not time it. */
+  confirmP99: number | null;
   elapsedS: number;
   duplicates: number;
   failedSends: number;
@@ -147,6 +149,7 @@ export function summarize(
     p90: worst("p90"),
     p99: worst("p99"),
     max: worst("max"),
+    confirmP99: published.confirmLatency?.p99 ?? null,
     elapsedS,
     duplicates: received.reduce((sum, r) => sum + r.duplicates, 0),
     failedSends: published.failed,

@@ -111,11 +111,16 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
   let maxBehindMs = 0;
   let lastSendAt = 0;
   const confirmations = new Confirmations(total);
-  // The longest send → confirm, and the sends that waited more than 20 ms (when, how long).
+  // Each send → confirm (percentiles past the warm-up), the longest, and the sends that waited
+  // more than 20 ms (when, how long).
+  const confirmMs = new Float64Array(total);
+  const confirmedSeen = new Uint8Array(total);
   let maxConfirmMs = 0;
   const slowConfirms: [sentAt: number, ms: number][] = [];
-  const confirmed = (sentAt: number) => () => {
+  const confirmed = (seq: number, sentAt: number) => () => {
     const ms = now() - sentAt;
+    confirmMs[seq] = ms;
+    confirmedSeen[seq] = 1;
     if (ms > maxConfirmMs) maxConfirmMs = ms;
     if (ms > 20 && slowConfirms.length < 10_000) slowConfirms.push([round(sentAt), round(ms)]);
     confirmations.ok();
@@ -135,7 +140,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
     if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
     while (sent < due) {
       if (sent === warmup) warmAt = now();
-      mq.send(options.channel, body(sent)).then(confirmed(now()), confirmations.error);
+      mq.send(options.channel, body(sent)).then(confirmed(sent, now()), confirmations.error);
       sent++;
     }
     if (sent < total) setTimeout(tick, 1);
@@ -146,6 +151,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
   await finishPublisher(mq, io, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
     maxConfirmMs: round(maxConfirmMs),
+    confirmLatency: percentiles(confirmMs, confirmedSeen, warmup, total),
     maxBatch,
     maxBehindMs: round(maxBehindMs),
   });
