@@ -248,8 +248,8 @@ export function checkNack(v: unknown[]): NackOp {
 export type AckMirrorOp = [typeof OP.ACK_MIRROR, number, string, string[]];
 /** [FENCE, {epoch, master}]: a client tells an old master that a newer one (epoch) exists. */
 export type FenceOp = [typeof OP.FENCE, { epoch: number; master: string }];
-/** [ROLE, {role, epoch}]: the broker's role changed (reload, fencing). */
-export type RoleOp = [typeof OP.ROLE, { role: "master" | "slave"; epoch: number; fenced?: boolean }];
+/** [ROLE, RoleInfo]: the broker's role changed (reload, fencing), or whether it replicates. */
+export type RoleOp = [typeof OP.ROLE, RoleInfo];
 
 export function checkAckMirror(v: unknown[]): AckMirrorOp {
   if (v[1] !== 0 && v[1] !== 1) throw bad("ack mirror", "kind must be 0 (listen) or 1 (consume)");
