@@ -55,10 +55,11 @@ export interface SqliteStoreStats {
   /** Time spent committing, in total (ms). */
   commitMs: number;
   /** Giving disk space back (space.ts): vacuum steps and truncating checkpoints run, pages handed
-   * back to the file system, and the slowest step (ms). */
+   * back to the file system, the slowest step and the last one (ms). */
   reclaimSteps: number;
   reclaimedPages: number;
   maxReclaimMs: number;
+  lastReclaimMs: number;
 }
 
 export function newStats(): SqliteStoreStats {
@@ -77,6 +78,7 @@ export function newStats(): SqliteStoreStats {
     reclaimSteps: 0,
     reclaimedPages: 0,
     maxReclaimMs: 0,
+    lastReclaimMs: 0,
   };
 }
 
