@@ -21,20 +21,26 @@ const { temps, withStore } = sqliteStoreFixture();
 const sizeOf = (path: string) => (existsSync(path) ? statSync(path).size : 0);
 const diskFull = () => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
 
+/** Stores `count` messages of 1,000 bytes, 250 to a commit; returns them in order. */
+async function fillRows(store: SqliteStore, count: number): Promise<StoredMessage[]> {
+  const body = new Uint8Array(1000).fill(7);
+  const messages: StoredMessage[] = [];
+  for (let first = 0; first < count; first += 250) {
+    const appends = [];
+    for (let n = first; n < Math.min(count, first + 250); n++) {
+      const message = storedMessage(n, { body });
+      messages.push(message);
+      appends.push(store.append(message));
+    }
+    await Promise.all(appends);
+  }
+  return messages;
+}
+
 it("SqliteStore.reclaim() hands the pages of removed rows back to the file system: the file shrinks, the rows kept stay", async () => {
   await withStore({ mode: "fsync" }, async (store, directory) => {
     const [db, wal] = [join(directory, STORE_FILE), join(directory, `${STORE_FILE}-wal`)];
-    const body = new Uint8Array(1000).fill(7);
-    const messages: StoredMessage[] = [];
-    for (let batch = 0; batch < 20; batch++) {
-      const appends = [];
-      for (let i = 0; i < 250; i++) {
-        const message = storedMessage(batch * 250 + i, { body });
-        messages.push(message);
-        appends.push(store.append(message));
-      }
-      await Promise.all(appends);
-    }
+    const messages = await fillRows(store, 5_000);
     const grown = sizeOf(db);
     expect(grown).toBeGreaterThan(4 * 1024 * 1024);
     // Ten rows spread over the whole file stay: the vacuum has to move them, not only cut the end.
@@ -67,17 +73,7 @@ it("SqliteStore.reclaim() hands the pages of removed rows back to the file syste
 it("SqliteStore.reclaim() on a quiet store runs vacuum steps one after another within its budget, not one per tick", async () => {
   await withStore({ mode: "fsync" }, async (store, directory) => {
     const db = join(directory, STORE_FILE);
-    const body = new Uint8Array(1000).fill(7);
-    const messages: StoredMessage[] = [];
-    for (let batch = 0; batch < 40; batch++) {
-      const appends = [];
-      for (let i = 0; i < 250; i++) {
-        const message = storedMessage(batch * 250 + i, { body });
-        messages.push(message);
-        appends.push(store.append(message));
-      }
-      await Promise.all(appends);
-    }
+    const messages = await fillRows(store, 10_000);
     for (const message of messages) store.remove(message);
     await waitFor(() => store.pending === 0, 5000, "every delete committed");
     const grown = sizeOf(db);
