@@ -64,7 +64,11 @@ const BUSY_ROWS_PER_SECOND = 1000;
 /** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
 const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
-const MAX_STEP_PAGES = 16_384;
+/**
+ * The largest step (8 MiB). A step that includes a checkpoint cuts the file by what the steps
+ * since the last one freed: steps of 64 MiB, one after another, made that take 120 ms.
+ */
+const MAX_STEP_PAGES = 2048;
 /** Why new messages are refused while the reserve is in use. */
 const SHORT_REASON = `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
   `(the store's reserve, ${RESERVE_FILE}, is in use)`;
@@ -240,6 +244,8 @@ export class StoreSpace {
   /** More steps in the same tick, while they are worth one and the tick's QUIET_BUDGET_MS lasts. */
   #vacuumWhileQuiet(started: number): void {
     for (let at = performance.now(); at - started + this.#stats.lastReclaimMs < QUIET_BUDGET_MS; at = performance.now()) {
+      // A slow step checkpointed (its fsync): the event loop runs before the next one.
+      if (this.#stats.lastReclaimMs > STEP_TARGET_MS) return;
       const free = this.#freelist.get()!.freelist_count;
       if (free < RECLAIM_MIN_PAGES || free * 4 < this.#pageCount.get()!.page_count) return;
       this.#vacuum(free, at);
