@@ -55,11 +55,10 @@ export interface SqliteStoreStats {
   /** Time spent committing, in total (ms). */
   commitMs: number;
   /** Giving disk space back (space.ts): vacuum steps and truncating checkpoints run, pages handed
-   * back to the file system, the slowest step and the last one (ms). */
+   * back to the file system, and the slowest step (ms). */
   reclaimSteps: number;
   reclaimedPages: number;
   maxReclaimMs: number;
-  lastReclaimMs: number;
 }
 
 export function newStats(): SqliteStoreStats {
@@ -78,7 +77,6 @@ export function newStats(): SqliteStoreStats {
     reclaimSteps: 0,
     reclaimedPages: 0,
     maxReclaimMs: 0,
-    lastReclaimMs: 0,
   };
 }
 

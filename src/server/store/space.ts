@@ -13,8 +13,7 @@
  * writes more than BUSY_ROWS_PER_SECOND (a drain in progress: the pages at the end of the file,
  * which a step would move, are the next it frees anyway) one step runs every BUSY_STEP_MS at
  * most, and only for BUSY_RECLAIM_MIN_PAGES free pages or more (fewer are reused by the next
- * rows at once); else, one per tick and more in the same tick while they take less than
- * QUIET_BUDGET_MS together. The file shrinks at the next checkpoint; once the freelist is
+ * rows at once), else one per tick. The file shrinks at the next checkpoint; once the freelist is
  * short again, one `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint
  * runs when the WAL grew past WAL_SIZE_LIMIT (a large transaction) and the store went quiet
  * before a commit cut it back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
@@ -52,11 +51,6 @@ const RESERVE_MARGIN = WAL_SIZE_LIMIT;
 const RECLAIM_MIN_PAGES = 64;
 /** About how long one vacuum step may block the event loop (ms). */
 const STEP_TARGET_MS = 4;
-/**
- * How long the steps of one tick may take together while the store is quiet (ms, of the tick's
- * 25): one step per tick gave back about 20 MiB/s, so a drained backlog of 4 GiB took minutes.
- */
-export const QUIET_BUDGET_MS = 12;
 /** Fewer free pages than this are left alone while the store is busy (16 MiB): they are reused at once. */
 const BUSY_RECLAIM_MIN_PAGES = 4096;
 /** Rows inserted and deleted per second above which the store is busy (a drain, a burst). */
@@ -64,11 +58,7 @@ const BUSY_ROWS_PER_SECOND = 1000;
 /** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
 const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
-/**
- * The largest step (8 MiB). A step that includes a checkpoint cuts the file by what the steps
- * since the last one freed: steps of 64 MiB, one after another, made that take 120 ms.
- */
-const MAX_STEP_PAGES = 2048;
+const MAX_STEP_PAGES = 16_384;
 /** Why new messages are refused while the reserve is in use. */
 const SHORT_REASON = `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
   `(the store's reserve, ${RESERVE_FILE}, is in use)`;
@@ -186,7 +176,6 @@ export class StoreSpace {
       if (free > 0 && (short || worth)) {
         this.#free = null; // read again after the step
         this.#vacuum(free, now);
-        if (!busy) this.#vacuumWhileQuiet(now);
       } else if (this.#shrunk || (!busy && this.#walGrew(now))) {
         // A WAL over its limit waits for a quiet store: until then every commit's checkpoint cuts it back.
         if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
@@ -241,22 +230,10 @@ export class StoreSpace {
     this.#count(started);
   }
 
-  /** More steps in the same tick, while they are worth one and the tick's QUIET_BUDGET_MS lasts. */
-  #vacuumWhileQuiet(started: number): void {
-    for (let at = performance.now(); at - started + this.#stats.lastReclaimMs < QUIET_BUDGET_MS; at = performance.now()) {
-      // A slow step checkpointed (its fsync): the event loop runs before the next one.
-      if (this.#stats.lastReclaimMs > STEP_TARGET_MS) return;
-      const free = this.#freelist.get()!.freelist_count;
-      if (free < RECLAIM_MIN_PAGES || free * 4 < this.#pageCount.get()!.page_count) return;
-      this.#vacuum(free, at);
-    }
-  }
-
   #count(started: number): void {
     const elapsed = performance.now() - started;
     this.#steppedAt = started;
     this.#stats.reclaimSteps++;
-    this.#stats.lastReclaimMs = elapsed;
     if (elapsed > this.#stats.maxReclaimMs) this.#stats.maxReclaimMs = elapsed;
   }
 

@@ -9,7 +9,7 @@ import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryLogger } from "../../../src/server/log.ts";
 import { STORE_FILE } from "../../../src/server/store/record.ts";
-import { QUIET_BUDGET_MS, RESERVE_BYTES, RESERVE_FILE } from "../../../src/server/store/space.ts";
+import { RESERVE_BYTES, RESERVE_FILE } from "../../../src/server/store/space.ts";
 import { SqliteStore, WAL_SIZE_LIMIT } from "../../../src/server/store/sqlite_store.ts";
 import type { StoredMessage } from "../../../src/server/store/store.ts";
 import { waitFor } from "../../helpers/broker.ts";
@@ -67,23 +67,6 @@ it("SqliteStore.reclaim() hands the pages of removed rows back to the file syste
     const reopened = new SqliteStore({ directory, logger: memoryLogger() });
     expect(reopened.load().map((message) => message.id)).toEqual([...kept.slice(1), storedMessage(10_000)].map((message) => message.id));
     reopened.close();
-  });
-});
-
-it("SqliteStore.reclaim() on a quiet store runs vacuum steps one after another within its budget, not one per tick", async () => {
-  await withStore({ mode: "fsync" }, async (store, directory) => {
-    const db = join(directory, STORE_FILE);
-    const messages = await fillRows(store, 10_000);
-    for (const message of messages) store.remove(message);
-    await waitFor(() => store.pending === 0, 5000, "every delete committed");
-    const grown = sizeOf(db);
-    store.reclaim(); // one tick's worth, on a store that wrote nothing since
-    // Another step followed the first unless the first alone took the budget (a very slow disk).
-    if (store.stats.lastReclaimMs < QUIET_BUDGET_MS) expect(store.stats.reclaimSteps).toBeGreaterThan(1);
-    expect(store.stats.reclaimedPages).toBeGreaterThan(0);
-    for (let step = 0; step < 1000 && sizeOf(db) > 128 * 1024; step++) store.reclaim();
-    expect(sizeOf(db)).toBeLessThan(Math.min(grown, 128 * 1024));
-    expect(store.load()).toEqual([]);
   });
 });
 
