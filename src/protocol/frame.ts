@@ -154,7 +154,8 @@ export function frame(body: Uint8Array): Uint8Array {
   return out;
 }
 
-function writeLength(out: Uint8Array, offset: number, length: number): void {
+/** Writes a frame's length prefix (FRAME_HEADER_SIZE bytes, big-endian) at `offset`. */
+export function writeLength(out: Uint8Array, offset: number, length: number): void {
   out[offset] = length >>> 24;
   out[offset + 1] = (length >>> 16) & 0xff;
   out[offset + 2] = (length >>> 8) & 0xff;

@@ -44,32 +44,29 @@ export function writeAppend(batch: FrameBatch, index: number, message: AppendFie
 }
 
 const CBOR_NULL = new Uint8Array([0xf6]);
-/** Where `appendFrame` writes: each APPEND is taken out of it as a buffer of its own (or viewed, then copied). */
+/** Where `appendFrameView` writes each APPEND. */
 const appendScratch = new FrameBatch(4 * 1024);
 
 /**
- * The APPEND of a message as a frame of its own: a master writes it once, and the same bytes go
- * to every slave and into its log tail. A created time or count that is not an unsigned integer
- * (never one this broker made) is written by the generic encoder, and the slave's check refuses it.
+ * The APPEND of a message as a frame of its own (a copy of `appendFrameView`'s bytes): what a
+ * snapshot sends a slave, entry by entry.
  */
 export function appendFrame(index: number, message: AppendFields): Uint8Array {
+  return appendFrameView(index, message).slice();
+}
+
+/**
+ * The APPEND of a message, as a view of a scratch buffer valid only until the next APPEND is
+ * written: a master writes it once, into its log tail, and that copy goes to every slave. A
+ * created time or count that is not an unsigned integer (never one this broker made) is written
+ * by the generic encoder, and the slave's check refuses it.
+ */
+export function appendFrameView(index: number, message: AppendFields): Uint8Array {
   const deliveries = message.deliveries ?? 0;
   if (!isCount(index) || !isCount(message.created) || !isCount(deliveries)) {
     const { id, queue, destination, body, created, deadLetter } = message;
     return frame(encode([OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter ?? null]));
   }
-  appendScratch.clear(); // an appendFrameView may have left its frame there
-  writeAppend(appendScratch, index, message);
-  return appendScratch.take();
-}
-
-/**
- * `appendFrame`'s bytes as a view of its scratch buffer, valid only until the next APPEND is
- * written: for a caller that copies them at once (the master's log tail), with no buffer made.
- */
-export function appendFrameView(index: number, message: AppendFields): Uint8Array {
-  const deliveries = message.deliveries ?? 0;
-  if (!isCount(index) || !isCount(message.created) || !isCount(deliveries)) return appendFrame(index, message);
   appendScratch.clear();
   writeAppend(appendScratch, index, message);
   return appendScratch.view();

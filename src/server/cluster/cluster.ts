@@ -102,7 +102,7 @@ export class Cluster {
       publishIsr: (members) => this.#election?.publishIsr(members),
       history,
       tail,
-      keepsLog: () => host.config.cluster.peers.length > 0,
+      keepsLog: () => this.replicates,
     });
     const cluster = this;
     this.upstream = new Upstream({

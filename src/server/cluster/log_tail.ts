@@ -11,7 +11,7 @@
  * entries leave (they keep their chunk alive until dropped).
  */
 import { decode } from "../../protocol/cbor.ts";
-import { FRAME_HEADER_SIZE } from "../../protocol/frame.ts";
+import { FRAME_HEADER_SIZE, writeLength } from "../../protocol/frame.ts";
 import { readAppend } from "../../protocol/hot_ops.ts";
 import { OP } from "../../protocol/ops.ts";
 import { Deque } from "../internal/deque.ts";
@@ -79,11 +79,7 @@ export class LogTail {
   /** The same for a frame given without its length prefix. */
   pushBody(index: number, body: Uint8Array): Uint8Array {
     const kept = this.#reserve(index, FRAME_HEADER_SIZE + body.length);
-    const length = body.length;
-    kept[0] = length >>> 24;
-    kept[1] = (length >>> 16) & 0xff;
-    kept[2] = (length >>> 8) & 0xff;
-    kept[3] = length & 0xff;
+    writeLength(kept, 0, body.length);
     kept.set(body, FRAME_HEADER_SIZE);
     return kept;
   }

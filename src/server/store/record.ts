@@ -163,17 +163,13 @@ export type RecordV2 = [
  * ones noted while its append was pending).
  */
 export function encodeRecord(insert: Statement<unknown, RecordV2>, seq: number, message: StoredMessage, deliveries: number): void {
+  insert.run(seq, message.id, message.queue, message.destination, message.created, message.body, deliveries, deadLetterColumn(message));
+}
+
+/** The `dead_letter` column of a message's row: its dead-letter fields as JSON, or null. */
+export function deadLetterColumn(message: StoredMessage): string | null {
   const dead = message.deadLetter;
-  insert.run(
-    seq,
-    message.id,
-    message.queue,
-    message.destination,
-    message.created,
-    message.body,
-    deliveries,
-    dead ? JSON.stringify({ reason: dead.reason, channel: dead.channel, messageId: dead.messageId, deliveries: dead.deliveries }) : null,
-  );
+  return dead ? JSON.stringify({ reason: dead.reason, channel: dead.channel, messageId: dead.messageId, deliveries: dead.deliveries }) : null;
 }
 
 /** A v1 row: no delivery count and no dead letter were kept, so 0 and null. */

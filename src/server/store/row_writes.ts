@@ -6,7 +6,7 @@
  * stored): measured on 200,000 rows, 2.1 → 1.6 µs per insert and 1.6 → 1.2 µs per delete.
  */
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
-import { encodeRecord, type RecordV2, SQL } from "./record.ts";
+import { deadLetterColumn, encodeRecord, type RecordV2, SQL } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 
 /** Rows per multi-row INSERT (8 parameters each: 128 of SQLite's 32,766). */
@@ -41,7 +41,6 @@ export class RowWrites {
         left--;
         continue;
       }
-      const dead = message.deadLetter;
       params[filled++] = seq;
       params[filled++] = message.id;
       params[filled++] = message.queue;
@@ -49,7 +48,7 @@ export class RowWrites {
       params[filled++] = message.created;
       params[filled++] = message.body;
       params[filled++] = deliveries(message);
-      params[filled++] = dead ? JSON.stringify({ reason: dead.reason, channel: dead.channel, messageId: dead.messageId, deliveries: dead.deliveries }) : null;
+      params[filled++] = deadLetterColumn(message);
       if (filled === params.length) {
         this.#insertMany.run(...params);
         filled = 0;
