@@ -7,7 +7,7 @@
  */
 import { type BenchClient, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import { paddedPayload, payload, type Payload } from "./payload.ts";
-import { cpu, now, percentiles, round } from "./stats.ts";
+import { cpu, Latencies, now, round } from "./stats.ts";
 
 /** Counts the settlements of `total` sends; `finished` resolves once every one is settled. */
 class Confirmations {
@@ -67,16 +67,14 @@ export async function publish(options: WorkerOptions, io: WorkerIo): Promise<voi
   let warmAt = 0;
   const confirmations = new Confirmations(count, () => pump());
   // Publish → confirm latency of every send (the broker's commit is part of it in durable modes).
-  const confirmLatency = new Float64Array(count);
-  const confirmedSeen = new Uint8Array(count);
+  const confirmLatency = new Latencies(count);
   const pump = () => {
     while (sent < count && sent - confirmations.settled < window) {
       const seq = sent;
       const sentAt = now();
       if (seq === warmup) warmAt = sentAt;
       mq.send(options.channel, body(seq)).then(() => {
-        confirmLatency[seq] = now() - sentAt;
-        confirmedSeen[seq] = 1;
+        confirmLatency.record(seq, now() - sentAt);
         confirmations.ok();
       }, confirmations.error);
       sent++;
@@ -89,7 +87,7 @@ export async function publish(options: WorkerOptions, io: WorkerIo): Promise<voi
   pump();
   await confirmations.finished;
   await finishPublisher(mq, io, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
-    confirmLatency: percentiles(confirmLatency, confirmedSeen, warmup, count),
+    confirmLatency: confirmLatency.percentiles(warmup),
   });
 }
 
@@ -113,14 +111,12 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
   const confirmations = new Confirmations(total);
   // Each send → confirm (percentiles past the warm-up), the longest, and the sends that waited
   // more than 20 ms (when, how long).
-  const confirmMs = new Float64Array(total);
-  const confirmedSeen = new Uint8Array(total);
+  const confirmMs = new Latencies(total);
   let maxConfirmMs = 0;
   const slowConfirms: [sentAt: number, ms: number][] = [];
   const confirmed = (seq: number, sentAt: number) => () => {
     const ms = now() - sentAt;
-    confirmMs[seq] = ms;
-    confirmedSeen[seq] = 1;
+    confirmMs.record(seq, ms);
     if (ms > maxConfirmMs) maxConfirmMs = ms;
     if (ms > 20 && slowConfirms.length < 10_000) slowConfirms.push([round(sentAt), round(ms)]);
     confirmations.ok();
@@ -151,7 +147,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
   await finishPublisher(mq, io, confirmations, { sent, firstAt, warmAt, lastSendAt, startCpu }, {
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
     maxConfirmMs: round(maxConfirmMs),
-    confirmLatency: percentiles(confirmMs, confirmedSeen, warmup, total),
+    confirmLatency: confirmMs.percentiles(warmup),
     maxBatch,
     maxBehindMs: round(maxBehindMs),
   });

@@ -53,3 +53,24 @@ export function percentiles(latency: Float64Array, seen: Uint8Array, skip: numbe
     mean: round(sum / sorted.length),
   };
 }
+
+/** One latency per message (ms), by its seq, and which seqs have one: what `percentiles` reads. */
+export class Latencies {
+  readonly #ms: Float64Array;
+  readonly #seen: Uint8Array;
+
+  constructor(readonly count: number) {
+    this.#ms = new Float64Array(count);
+    this.#seen = new Uint8Array(count);
+  }
+
+  record(seq: number, ms: number): void {
+    this.#ms[seq] = ms;
+    this.#seen[seq] = 1;
+  }
+
+  /** Percentiles of the seqs from `skip` on (the warm-up left out). */
+  percentiles(skip: number): Latency | null {
+    return percentiles(this.#ms, this.#seen, skip, this.count);
+  }
+}
