@@ -93,3 +93,26 @@ it("copies: sends made while the master is gone reach the replicating slave once
   await waitFor(() => got.length === 103, 5_000, "every message delivered by the new master");
   expect(new Set(got.map((r) => (r.message as { n: number }).n)).size).toBe(103);
 });
+
+it("copies: a reload that empties cluster.peers on a slave tells its clients (ROLE), which copy their sends to it from then on", async () => {
+  const [master, slave] = await peers.cluster(2);
+  master!.start();
+  slave!.start();
+  await waitFor(() => slave!.upstreamState === "in-sync", 10_000, "slave in sync");
+  const copies = countClientCopies(slave!.broker);
+  const { mq: publisher } = await peers.client([master!.host, slave!.host]);
+  await sendAll(publisher, "copies/v1/x", 0, 50);
+  expect(copies.sends).toBe(0);
+
+  slave!.peers = [];
+  slave!.broker.reload(slave!.config());
+  // Sends written before the client read the ROLE frame went to the master only.
+  let n = 50;
+  await waitFor(async () => {
+    await publisher.send("copies/v1/x", { n: n++ });
+    return copies.sends > 0;
+  }, 5_000, "a send copied to the slave once the client knows");
+  const before = copies.sends;
+  await sendAll(publisher, "copies/v1/x", 1_000, 1_010);
+  await waitFor(() => copies.sends === before + 10, 5_000, "every send after it copied to the slave");
+});
