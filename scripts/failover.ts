@@ -33,7 +33,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { waitFor } from "../tests/helpers/broker.ts";
-import { harnessClientOptions, tally } from "../tests/helpers/crash.ts";
+import { countingInto, harnessClientOptions, tally } from "../tests/helpers/crash.ts";
 import { type EtcdCluster, startEtcd } from "../tests/helpers/etcd.ts";
 import { testKeysDirectory } from "../tests/helpers/keys.ts";
 import { mulberry32 } from "../tests/helpers/random.ts";
@@ -314,12 +314,7 @@ async function main(): Promise<number> {
   if (PEERS) await waitFor(() => nodes.filter((n) => n.syncState === "in-sync").length >= MIN_ISR - 1, 30_000, "slaves in sync");
 
   const consume = () =>
-    consumer.consume(`${CHANNEL}/*`, (error, message, done) => {
-      if (error) return;
-      const n = (message as { n: number }).n;
-      received.set(n, (received.get(n) ?? 0) + 1);
-      done();
-    }, { prefetch: 1000 }).ready;
+    consumer.consume(`${CHANNEL}/*`, countingInto(received, "n"), { prefetch: 1000 }).ready;
   await consumer.connect(clientOptions("failover-consumer"));
   if (!AT_END) await consume();
   let loop: Promise<void> = Promise.resolve();

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { waitFor } from "../tests/helpers/broker.ts";
-import { harnessClientOptions, tally } from "../tests/helpers/crash.ts";
+import { countingInto, harnessClientOptions, tally } from "../tests/helpers/crash.ts";
 import { startEtcd } from "../tests/helpers/etcd.ts";
 import { count, makeNodes, type Node } from "./failover/nodes.ts";
 
@@ -167,12 +167,7 @@ async function main(): Promise<number> {
   consumer.on("error", () => {});
   await consumer.connect(harnessClientOptions(nodes.map((node) => node.host), "rejoin-consumer", WINDOW));
   const received = new Map<number, number>();
-  await consumer.consume("rejoin/v1/*", (error, message, done) => {
-    if (error) return;
-    const n = (message as { n: number }).n;
-    received.set(n, (received.get(n) ?? 0) + 1);
-    done();
-  }, { prefetch: 1000 }).ready;
+  await consumer.consume("rejoin/v1/*", countingInto(received, "n"), { prefetch: 1000 }).ready;
   await waitFor(() => [...confirmed].every((n) => received.has(n)), 300_000, "every confirmed message consumed").catch(() => {});
   const { lost: lostIds, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 500);
   const lost = lostIds.length;

@@ -8,7 +8,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Client } from "../../mod.ts";
+import { Client, type ConsumeHandler } from "../../mod.ts";
 import { freePort, waitFor } from "./broker.ts";
 import { testKeysDirectory } from "./keys.ts";
 import { mulberry32 } from "./random.ts";
@@ -175,12 +175,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
   const keptReceived = new Map<number, number>();
 
   const consume = () =>
-    consumer.consume(`${CHANNEL}/*`, (error, message, done) => {
-      if (error) return;
-      const n = (message as { n: number }).n;
-      received.set(n, (received.get(n) ?? 0) + 1);
-      done();
-    }, { prefetch: 1000 });
+    consumer.consume(`${CHANNEL}/*`, countingInto(received, "n"), { prefetch: 1000 });
 
   const publishLoop = async () => {
     while (publishing) {
@@ -239,12 +234,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
     await waitFor(() => [...confirmed].every((n) => received.has(n)), 20_000, "every confirmed message delivered").catch(() => {});
     const { lost: lostList, duplicates, unconfirmedDelivered } = await tally(confirmed, received, 300);
     if (backlog > 0) {
-      await consumer.consume(`${KEPT}/*`, (error, message, done) => {
-        if (error) return;
-        const k = (message as { k: number }).k;
-        keptReceived.set(k, (keptReceived.get(k) ?? 0) + 1);
-        done();
-      }, { prefetch: 1000 }).ready;
+      await consumer.consume(`${KEPT}/*`, countingInto(keptReceived, "k"), { prefetch: 1000 }).ready;
       await waitFor(() => [...kept].every((k) => keptReceived.has(k)), 300_000, "the backlog delivered").catch(() => {});
     }
     const keptLost = [...kept].filter((k) => !keptReceived.has(k)).length;
@@ -300,6 +290,19 @@ export async function tally(
   for (const times of received.values()) duplicates += times - 1;
   const unconfirmedDelivered = [...received.keys()].filter((n) => !confirmed.has(n)).length;
   return { lost, duplicates, unconfirmedDelivered };
+}
+
+/**
+ * A consume handler that acks every message and counts how often each `message[field]` arrived
+ * (what `tally` reads: delivered, and how many times).
+ */
+export function countingInto(received: Map<number, number>, field: string): ConsumeHandler {
+  return (error, message, done) => {
+    if (error) return;
+    const n = (message as Record<string, number>)[field]!;
+    received.set(n, (received.get(n) ?? 0) + 1);
+    done();
+  };
 }
 
 /** Options of the harness' clients: fast reconnects, room for twice the send window offline. */
