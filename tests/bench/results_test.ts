@@ -4,9 +4,9 @@
  * reports become its figures (src/bench/results.ts). Hand-made inputs, hand-computed values.
  */
 import { expect, test } from "bun:test";
-import { median } from "../../scripts/bench/report.ts";
+import { median, medianOf } from "../../scripts/bench/report.ts";
 import { type PublisherResult, type ReceiverResult, type Snapshot, summarize } from "../../src/bench/results.ts";
-import { percentiles } from "../../src/bench/worker/stats.ts";
+import { Latencies, percentiles } from "../../src/bench/worker/stats.ts";
 
 test("percentiles() leaves out the messages not seen", () => {
   // seq 1 never arrived: its latency slot (1) must not count.
@@ -152,4 +152,24 @@ test("summarize() counts CPU while messages flowed and the cores other processes
   // Machine 10 s busy, ours 2.5 + 0.4 + 0.6 (publisher, start-up included) + 0.5 (this process) = 4,
   // over 6 s of wall time: 1 core.
   expect(result.otherCores).toBeCloseTo(1, 9);
+});
+
+test("Latencies gives the percentiles of the seqs it recorded, from the warm-up's end on", () => {
+  const times = new Latencies(5);
+  times.record(0, 100); // warm-up
+  times.record(2, 3);
+  times.record(3, 1);
+  times.record(4, 2); // seq 1 never confirmed
+  expect(times.percentiles(1)).toEqual({ n: 3, min: 1, p50: 2, p90: 3, p99: 3, p999: 3, max: 3, mean: 2 });
+  expect(new Latencies(3).percentiles(0)).toBeNull();
+});
+
+test("summarize() takes the send → confirm p99 from the publisher (null when it did not time confirmations), and the median keeps null unless every run has one", () => {
+  const timed = summarize({ ...PUBLISHED, confirmLatency: { p50: 0.9, p99: 6.5 } }, RECEIVED, BEFORE, AFTER);
+  const untimed = summarize(PUBLISHED, RECEIVED, BEFORE, AFTER);
+  expect(timed.confirmP99).toBe(6.5);
+  expect(untimed.confirmP99).toBeNull();
+  const other = { ...timed, confirmP99: 8 };
+  expect(medianOf([timed, other, { ...timed, confirmP99: 7 }]).confirmP99).toBe(7);
+  expect(medianOf([timed, untimed]).confirmP99).toBeNull();
 });
