@@ -268,6 +268,8 @@ export class SqliteStore implements PagingStore {
 
   /** While the reserve is in use (the disk filled up), new messages are refused: its room is for acks. */
   refusal(channel: string): KittenError | null {
+    // Checked on every durable send: the message is built only for a refusal.
+    if (!this.#space.short) return null;
     return this.#space.refusal(`Cannot send to "${channel}": the store in "${this.directory}" refuses new messages`);
   }
 
