@@ -316,8 +316,8 @@ export class Client extends EventEmitter {
         if (connection.welcome) connection.welcome = { ...connection.welcome, role, epoch };
         if (typeof replicates === "boolean") connection.replicates = replicates;
         this.#masters.check(connection);
-        // A slave just promoted already stored our unconfirmed sends: resending them gets their
-        // confirmation (the broker drops the duplicates).
+        // A slave just promoted gets every unconfirmed send: one it stored already (a copy, or
+        // its old master's stream) is confirmed and not queued twice, one it never got is stored.
         if (this.#masters.isMaster(connection)) this.#replay(connection);
         return;
       }
@@ -366,8 +366,8 @@ export class Client extends EventEmitter {
   }
 
   /**
-   * A refused send goes again to the master only: the slaves hold it already (or get it when they
-   * reconnect). With no master connected nothing is written: a new link, or a slave's promotion,
+   * A refused send goes again to the master only: the slaves hold it already, get it from the
+   * master's stream, or get it when they reconnect. With no master connected nothing is written: a new link, or a slave's promotion,
    * gets every pending send at once (#replay).
    */
   #resend(send: PendingSend): void {

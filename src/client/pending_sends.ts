@@ -24,7 +24,7 @@ import { KittenError } from "../protocol/mod.ts";
 export interface PendingSend {
   readonly ref: number;
   readonly channel: string;
-  /** The whole SEND frame (length prefix included), encoded once and written to every broker. */
+  /** The whole SEND frame (length prefix included), encoded once and written to every broker that takes copies. */
   readonly frame: Uint8Array;
   readonly timeoutMs: number;
   /** performance.now() past which the send fails with TIMEOUT. */
@@ -42,7 +42,7 @@ export interface PendingSend {
 }
 
 export interface PendingSendsEvents {
-  /** Writes a send to every broker (a new one, or one held back). */
+  /** Writes a send to every broker that takes copies (a new one, or one held back). */
   write(send: PendingSend): void;
   /** Writes a refused send again, to the brokers whose confirmation counts (the master). */
   resend(send: PendingSend): void;
@@ -87,7 +87,7 @@ export class PendingSends {
     return this.#backoff !== null || this.#probe !== null;
   }
 
-  /** Keeps a send until it is settled, and writes it to every broker unless the client holds back. */
+  /** Keeps a send until it is settled, and writes it (`write`) unless the client holds back. */
   add(ref: number, channel: string, frame: Uint8Array, timeoutMs: number): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const deadline = performance.now() + timeoutMs;
@@ -211,7 +211,7 @@ export class PendingSends {
     this.#backoff = null;
   }
 
-  /** A refused send to the master again; one held back to every broker, for the first time. */
+  /** A refused send to the master again; one held back is written (`write`) for the first time. */
   #writeAgain(send: PendingSend): void {
     if (send.written) return this.events.resend(send);
     send.written = true;
