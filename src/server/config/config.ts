@@ -99,6 +99,8 @@ export function defaultConfig(): Config {
       minInSyncReplicas: 1, // brokers (the master included) holding a message before it is confirmed
       maxLagMs: 10000, // an in-sync slave that acknowledges nothing for this long drops out of sync
       etcd: null, // automatic failover: { endpoints, leaseTtlSeconds }; null: promotion by reload
+      group: "default", // one group unless queues are spread over several (needs cluster.etcd)
+      advertise: null, // the address other groups' clients are given; null: socketServer.host and port
     },
   };
 }
@@ -263,6 +265,13 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
       if (isPeerAddress(peer) && parseHost(peer).serviceId === config.serviceId) {
         problems.push({ path: `cluster.peers[${index}]`, message: `names this broker's own serviceId "${config.serviceId}"` });
       }
+    });
+  }
+  // Groups share a map that only etcd holds: without it a broker serves every queue itself.
+  if (isPlainObject(cluster) && cluster.etcd === null && typeof cluster.group === "string" && cluster.group !== "default") {
+    problems.push({
+      path: "cluster.group",
+      message: `needs cluster.etcd: the groups of a deployment share their map of queues in etcd (current value is ${JSON.stringify(cluster.group)})`,
     });
   }
   const channels = config.channels;

@@ -48,6 +48,9 @@ const bool = () => v.boolean("must be true or false");
 const durability = () => v.picklist(["fsync", "batch", "memory"], `must be "fsync", "batch" or "memory"`);
 const str = () => v.string("must be a string");
 const nonEmpty = () => v.pipe(v.string("must be a non-empty string"), v.minLength(1, "must be a non-empty string"));
+/** A group name: an etcd key segment, so no "/". */
+const groupName = () =>
+  v.pipe(str(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, `must be 1 to 64 of letters, digits, ".", "_", "-"`));
 // Queue names and rule patterns follow the channel grammar of the protocol, limits included.
 const queueName = () =>
   v.pipe(str(), v.check((name) => queueProblem(name) === null, (issue) => queueProblem(issue.input as string)!));
@@ -99,6 +102,8 @@ export const CHANNEL_ENTRIES = {
   map: v.optional(v.unknown()),
   // The `endpoint/version` that receives this queue's dead messages.
   deadLetter: v.optional(queueName()),
+  // The group (cluster.group) this queue is placed on when first used; with cluster.etcd only.
+  group: v.optional(groupName()),
   // Overrides the broker's durability for this queue.
   durability: v.optional(durability()),
 };
@@ -119,6 +124,12 @@ export const CLUSTER_ENTRIES = {
   minInSyncReplicas: int(1, 16),
   maxLagMs: int(100, 600000),
   etcd: v.nullable(object(v.strictObject(ETCD_ENTRIES))),
+  // The group of brokers this one belongs to: one master, its slaves, its own election. Queues
+  // are spread over the groups that share cluster.etcd (docs/cluster.md, "Scaling out").
+  group: groupName(),
+  // The address clients of other groups are told to reach this broker at ("host:port"); null:
+  // socketServer.host and the port it listens on (the machine's name when that host is 0.0.0.0).
+  advertise: v.nullable(v.pipe(str(), v.regex(/^[^\s@#]+:\d{1,5}$/, `must look like "host:port"`))),
 };
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
