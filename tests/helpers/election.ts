@@ -16,6 +16,8 @@ export interface ElectionSetup {
   endpoints: string[];
   prefix: string;
   leaseTtlSeconds?: number;
+  /** The group elected for (default "default"). */
+  group?: string;
 }
 
 /** A key prefix of its own for each test, so tests sharing one etcd do not see each other. */
@@ -39,6 +41,7 @@ export function startElection(name: string, setup: ElectionSetup, eligible = tru
       endpoints: setup.endpoints,
       leaseTtlSeconds: setup.leaseTtlSeconds ?? 2,
       prefix: setup.prefix,
+      group: setup.group ?? "default",
       candidate: name,
       log: (level, message) => records.push({ event: "log", level, message, at: performance.now() }),
     },
@@ -68,7 +71,7 @@ export interface ChildElection {
 /** An Election in a child process (eligible), recording what it reports on stdout. */
 export function spawnElection(name: string, setup: ElectionSetup): ChildElection {
   const records: ElectionRecord[] = [];
-  const options = { endpoints: setup.endpoints, leaseTtlSeconds: setup.leaseTtlSeconds ?? 2, prefix: setup.prefix, candidate: name };
+  const options = { endpoints: setup.endpoints, leaseTtlSeconds: setup.leaseTtlSeconds ?? 2, prefix: setup.prefix, group: setup.group ?? "default", candidate: name };
   const proc = Bun.spawn([process.execPath, join(import.meta.dir, "election_child.ts"), JSON.stringify(options)], {
     stdin: "pipe",
     stdout: "pipe",

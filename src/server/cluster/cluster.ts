@@ -399,6 +399,7 @@ export class Cluster {
       endpoints: etcd.endpoints,
       leaseTtlSeconds: etcd.leaseTtlSeconds,
       prefix: etcd.prefix,
+      group: this.host.config.cluster.group,
       candidate: this.host.config.serviceId,
       log,
     }, {

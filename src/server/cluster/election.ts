@@ -22,8 +22,10 @@ export interface ElectionOptions {
   endpoints: string[];
   /** TTL of the broker's etcd lease (`cluster.etcd.leaseTtlSeconds`, default 3). */
   leaseTtlSeconds: number;
-  /** Prefix of every key this election uses, e.g. "kitten-mq/<clusterName>/". */
+  /** Prefix of the deployment's keys (`cluster.etcd.prefix`), e.g. "kitten-mq/". */
   prefix: string;
+  /** The group (`cluster.group`) this election chooses a master for: its keys are `<prefix>groups/<group>/…`. */
+  group: string;
   /** This broker's serviceId, written as the leader key's value. */
   candidate: string;
   log: (level: "info" | "warn" | "error", message: string) => void;
@@ -50,8 +52,12 @@ export interface IsrRecord {
   members: string[];
 }
 
-const LEADER_KEY = "leader";
-const ISR_KEY = "isr";
+/**
+ * Where brokers that predate groups kept the leader key (`<prefix>leader`). The group "default"
+ * takes its leader key only while that one is free: during an upgrade, a broker of this version
+ * does not lead beside an older master.
+ */
+const LEGACY_LEADER_KEY = "leader";
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2000;
 const WATCH_RETRY_MS = 1000;
@@ -97,6 +103,9 @@ export class Election {
   #pollTimer: ReturnType<typeof setInterval> | null = null;
   #watchRetryTimer: ReturnType<typeof setTimeout> | null = null;
   #watchDown = false;
+  readonly #leaderKey: string;
+  readonly #isrKey: string;
+  #legacyWarned = false;
 
   constructor(options: ElectionOptions, events: ElectionEvents) {
     if (options.endpoints.length === 0) throw new RangeError("Cannot start the etcd election: cluster.etcd.endpoints is empty");
@@ -105,6 +114,8 @@ export class Election {
     }
     this.#options = options;
     this.#events = events;
+    this.#leaderKey = `groups/${options.group}/leader`;
+    this.#isrKey = `groups/${options.group}/isr`;
     this.#now = options.now ?? (() => performance.now());
     // etcd answers in milliseconds; a call left unanswered for half a TTL is as good as failed
     // (etcd3 then retries it on another node), and bounding it keeps a hung etcd node from
@@ -205,10 +216,10 @@ export class Election {
     }
     const record: IsrRecord = { epoch, members: [...members] };
     const result = await keys
-      .if(LEADER_KEY, "Create", "==", epoch)
-      .and(LEADER_KEY, "Lease", "==", lease)
-      .then(keys.put(ISR_KEY).value(JSON.stringify(record)))
-      .else(keys.get(LEADER_KEY))
+      .if(this.#leaderKey, "Create", "==", epoch)
+      .and(this.#leaderKey, "Lease", "==", lease)
+      .then(keys.put(this.#isrKey).value(JSON.stringify(record)))
+      .else(keys.get(this.#leaderKey))
       .commit();
     if (result.succeeded) return;
     const holder = result.responses[0]?.response_range?.kvs[0];
@@ -221,7 +232,7 @@ export class Election {
   async readIsr(): Promise<IsrRecord | null> {
     const keys = this.#keys;
     if (!keys) throw new Error("Cannot read the in-sync replicas: the election is not started");
-    const text = await keys.get(ISR_KEY).string();
+    const text = await keys.get(this.#isrKey).string();
     if (text === null) return null;
     try {
       const record = JSON.parse(text) as Partial<IsrRecord>;
@@ -231,7 +242,7 @@ export class Election {
     } catch {
       // reported below
     }
-    throw new Error(`Cannot read the in-sync replicas: etcd key "${this.#options.prefix}${ISR_KEY}" holds ${JSON.stringify(text.slice(0, 200))}`);
+    throw new Error(`Cannot read the in-sync replicas: etcd key "${this.#options.prefix}${this.#isrKey}" holds ${JSON.stringify(text.slice(0, 200))}`);
   }
 
   #describeLeader(): string {
@@ -300,17 +311,18 @@ export class Election {
     if (leaseId === null) return;
 
     if (this.#isLeader || !this.#eligible) {
-      const read = await keys.get(LEADER_KEY).exec();
+      const read = await keys.get(this.#leaderKey).exec();
       if (this.#stopped) return;
       const kv = read.kvs[0];
       this.#observe(kv ? this.#leaderOf(kv) : null, Number(read.header.revision));
       return;
     }
 
-    const result = await keys
-      .if(LEADER_KEY, "Create", "==", 0)
-      .then(keys.put(LEADER_KEY).value(this.#options.candidate).lease(leaseId))
-      .else(keys.get(LEADER_KEY))
+    const free = keys.if(this.#leaderKey, "Create", "==", 0);
+    if (this.#options.group === "default") free.and(LEGACY_LEADER_KEY, "Create", "==", 0);
+    const result = await free
+      .then(keys.put(this.#leaderKey).value(this.#options.candidate).lease(leaseId))
+      .else(keys.get(this.#leaderKey), keys.get(LEGACY_LEADER_KEY))
       .commit();
     const revision = Number(result.header.revision);
     let mine: number | null = null;
@@ -321,6 +333,7 @@ export class Election {
       // Our own key from an earlier attempt whose answer was lost still makes us the leader.
       if (kv && kv.lease === leaseId) mine = Number(kv.create_revision);
       else if (kv) this.#observe(this.#leaderOf(kv), revision);
+      else if (this.#options.group === "default" && result.responses[1]?.response_range?.kvs[0]) this.#olderMasterLeads();
       else this.#dirty = true; // deleted between the compare and the read: try again
     }
     if (mine === null) return;
@@ -355,6 +368,13 @@ export class Election {
     if (current === null && this.#eligible && !this.#isLeader) this.#kick();
   }
 
+  /** An older broker holds `<prefix>leader`: this one stands again at the next poll, once it is gone. */
+  #olderMasterLeads(): void {
+    if (this.#legacyWarned) return;
+    this.#legacyWarned = true;
+    this.#options.log("warn", `an older broker leads through etcd key "${this.#options.prefix}${LEGACY_LEADER_KEY}": "${this.#options.candidate}" stands for election once it is gone (upgrade every broker of the group)`);
+  }
+
   #leaseLost(reason: string): void {
     if (this.#stopped) return;
     if (this.#isLeader) this.#stepDown(reason);
@@ -376,7 +396,7 @@ export class Election {
     const keys = this.#keys;
     if (!keys) return;
     try {
-      await keys.if(LEADER_KEY, "Create", "==", epoch).then(keys.delete().key(LEADER_KEY)).commit();
+      await keys.if(this.#leaderKey, "Create", "==", epoch).then(keys.delete().key(this.#leaderKey)).commit();
     } catch (error) {
       this.#options.log("warn", `Cannot delete the etcd leader key of epoch ${epoch}: ${errorMessage(error)}: it goes when the lease expires`);
     }
@@ -385,7 +405,7 @@ export class Election {
   #watch(): void {
     const keys = this.#keys;
     if (!keys || this.#stopped) return;
-    const watcher = keys.watch().key(LEADER_KEY).watcher();
+    const watcher = keys.watch().key(this.#leaderKey).watcher();
     this.#watcher = watcher;
     watcher.on("put", (kv: IKeyValue) => this.#observe(this.#leaderOf(kv), Number(kv.mod_revision)));
     watcher.on("delete", (kv: IKeyValue) => this.#observe(null, Number(kv.mod_revision)));

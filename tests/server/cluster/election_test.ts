@@ -192,7 +192,7 @@ describe("Election", () => {
     const { Etcd3 } = await import("etcd3");
     const raw = new Etcd3({ hosts: etcd.endpoints });
     try {
-      await raw.put(`${prefix}leader`).value("intruder");
+      await raw.put(`${prefix}groups/default/leader`).value("intruder");
       const refused = await a.election.publishIsr(["a"]).catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(KittenError);
       expect((refused as KittenError).code).toBe("FENCED");
