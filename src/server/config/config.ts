@@ -99,8 +99,7 @@ export function defaultConfig(): Config {
       minInSyncReplicas: 1, // brokers (the master included) holding a message before it is confirmed
       maxLagMs: 10000, // an in-sync slave that acknowledges nothing for this long drops out of sync
       etcd: null, // automatic failover: { endpoints, leaseTtlSeconds }; null: promotion by reload
-      group: "default", // one group unless queues are spread over several (needs cluster.etcd)
-      advertise: null, // the address other groups' clients are given; null: socketServer.host and port
+      group: "default", // its own election in etcd beside other groups' (another name needs cluster.etcd)
     },
   };
 }
@@ -271,7 +270,7 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
   if (isPlainObject(cluster) && cluster.etcd === null && typeof cluster.group === "string" && cluster.group !== "default") {
     problems.push({
       path: "cluster.group",
-      message: `needs cluster.etcd: the groups of a deployment share their map of queues in etcd (current value is ${JSON.stringify(cluster.group)})`,
+      message: `needs cluster.etcd: a group elects its master through etcd (current value is ${JSON.stringify(cluster.group)})`,
     });
   }
   const channels = config.channels;

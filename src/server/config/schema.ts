@@ -102,8 +102,6 @@ export const CHANNEL_ENTRIES = {
   map: v.optional(v.unknown()),
   // The `endpoint/version` that receives this queue's dead messages.
   deadLetter: v.optional(queueName()),
-  // The group (cluster.group) this queue is placed on when first used; with cluster.etcd only.
-  group: v.optional(groupName()),
   // Overrides the broker's durability for this queue.
   durability: v.optional(durability()),
 };
@@ -124,12 +122,9 @@ export const CLUSTER_ENTRIES = {
   minInSyncReplicas: int(1, 16),
   maxLagMs: int(100, 600000),
   etcd: v.nullable(object(v.strictObject(ETCD_ENTRIES))),
-  // The group of brokers this one belongs to: one master, its slaves, its own election. Queues
-  // are spread over the groups that share cluster.etcd (docs/cluster.md, "Scaling out").
+  // The group of brokers this one belongs to: one master, its slaves, its own election under
+  // <prefix>groups/<group>/ in etcd, beside the other groups sharing cluster.etcd.
   group: groupName(),
-  // The address clients of other groups are told to reach this broker at ("host:port"); null:
-  // socketServer.host and the port it listens on (the machine's name when that host is 0.0.0.0).
-  advertise: v.nullable(v.pipe(str(), v.regex(/^[^\s@#]+:\d{1,5}$/, `must look like "host:port"`))),
 };
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));
