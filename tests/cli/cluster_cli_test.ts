@@ -44,3 +44,15 @@ it("kitten-mq reload refuses to promote a slave that is not in sync, saying how 
   expect(JSON.parse((await cli(["status", "--config", slave.configPath, "--json"])).stdout).role).toBe("master");
   expect(slave.output()).toContain("promotion forced while not in sync");
 }, 30_000);
+
+it("kitten-mq status and GET /metrics name the broker's group (cluster.group)", async () => {
+  // etcd is not running: the broker serves its admin API while it retries, and says its group.
+  const grouped = await broker({ serviceId: "g2-a", cluster: { group: "g2", etcd: { endpoints: ["http://127.0.0.1:1"] } } });
+  const status = await cli(["status", "--config", grouped.configPath]);
+  expect(status.code).toBe(0);
+  expect(status.stdout).toContain("cluster   etcd  group g2  epoch");
+  const json = JSON.parse((await cli(["status", "--config", grouped.configPath, "--json"])).stdout);
+  expect(json.cluster).toMatchObject({ mode: "etcd", group: "g2" });
+  const metrics = await (await fetch(`${grouped.adminUrl}/metrics`)).text();
+  expect(metrics).toContain('kitten_mq_cluster_group_info{group="g2"} 1');
+});

@@ -24,7 +24,7 @@ interface Status {
 function clusterLines(cluster: ClusterStatus): string[] {
   if (cluster.mode === "single") return [];
   const lines = [
-    `cluster   ${cluster.mode}  epoch ${cluster.epoch}  minInSyncReplicas ${cluster.minInSyncReplicas}` +
+    `cluster   ${cluster.mode}${cluster.mode === "etcd" ? `  group ${cluster.group}` : ""}  epoch ${cluster.epoch}  minInSyncReplicas ${cluster.minInSyncReplicas}` +
     (cluster.role === "master" ? `  in sync: ${cluster.inSync.join(", ")}` : "") +
     (cluster.fencedBy ? `  FENCED by ${cluster.fencedBy.master} (epoch ${cluster.fencedBy.epoch})` : ""),
   ];

@@ -51,6 +51,8 @@ export interface ClusterHost {
 
 export interface ClusterStatus {
   mode: "single" | "manual" | "etcd";
+  /** `cluster.group`: the brokers that elect one master among them. */
+  group: string;
   role: "master" | "slave";
   epoch: number;
   fencedBy: { epoch: number; master: string } | null;
@@ -358,6 +360,7 @@ export class Cluster {
     const config = this.host.config;
     return {
       mode: this.automatic ? "etcd" : config.cluster.peers.length > 0 ? "manual" : "single",
+      group: config.cluster.group,
       role: this.role,
       epoch: this.epoch,
       fencedBy: this.fencedBy,

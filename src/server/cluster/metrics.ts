@@ -8,6 +8,11 @@ import type { Cluster } from "./cluster.ts";
 
 export function registerClusterGauges(stats: Stats, cluster: Cluster): void {
   stats.addGauge({
+    name: "kitten_mq_cluster_group_info",
+    help: "The group this broker belongs to (cluster.group), as a label; always 1",
+    read: () => [[{ group: cluster.host.config.cluster.group }, 1]],
+  });
+  stats.addGauge({
     name: "kitten_mq_cluster_epoch",
     help: "The broker's epoch: raised at each promotion or election, it fences old masters",
     read: () => [[{}, cluster.epoch]],
