@@ -33,3 +33,13 @@ describe("cluster.group", () => {
     expect(found?.message).toContain("letters, digits");
   });
 });
+
+describe("cluster.group on reload", () => {
+  it("a reload that changes the group is refused, naming the key: the election was joined at start", async () => {
+    const { restartKeyProblems } = await import("../../src/server/config/restart_keys.ts");
+    const running = parseConfig({ cluster: { etcd, group: "g1" } });
+    const found = restartKeyProblems(running, parseConfig({ cluster: { etcd, group: "g2" } }));
+    expect(found.map((p) => p.path)).toEqual(["cluster.group"]);
+    expect(restartKeyProblems(running, parseConfig({ cluster: { etcd, group: "g1" } }))).toEqual([]);
+  });
+});

@@ -20,6 +20,7 @@ const RESTART_KEYS: readonly [path: string, read: (config: Config) => unknown, w
   ["dataDirectory", (c) => c.dataDirectory, "the store is opened there at start"],
   ["commitIntervalMs", (c) => c.commitIntervalMs, "the store is opened with it at start"],
   ["cluster.etcd", (c) => c.cluster.etcd, "the election is joined (or not) at start"],
+  ["cluster.group", (c) => c.cluster.group, "the group's election is joined at start"],
 ];
 
 /** The keys only a restart applies, as written in a config file. */
