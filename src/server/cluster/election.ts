@@ -53,11 +53,14 @@ export interface IsrRecord {
 }
 
 /**
- * Where brokers that predate groups kept the leader key (`<prefix>leader`). The group "default"
- * takes its leader key only while that one is free: during an upgrade, a broker of this version
- * does not lead beside an older master.
+ * Where brokers that predate groups keep the leader key and the in-sync set. The group "default"
+ * is their group: its leader takes its key only while `<prefix>leader` is free and writes both
+ * keys (one transaction, one lease, one revision), and its in-sync set under both names. So
+ * during an upgrade an older broker follows a leader of this version, and the reverse: never two
+ * masters.
  */
 const LEGACY_LEADER_KEY = "leader";
+const LEGACY_ISR_KEY = "isr";
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2000;
 const WATCH_RETRY_MS = 1000;
@@ -105,6 +108,8 @@ export class Election {
   #watchDown = false;
   readonly #leaderKey: string;
   readonly #isrKey: string;
+  /** The group "default" also holds the keys of brokers that predate groups (LEGACY_LEADER_KEY). */
+  readonly #holdsLegacyKeys: boolean;
   #legacyWarned = false;
 
   constructor(options: ElectionOptions, events: ElectionEvents) {
@@ -116,6 +121,7 @@ export class Election {
     this.#events = events;
     this.#leaderKey = `groups/${options.group}/leader`;
     this.#isrKey = `groups/${options.group}/isr`;
+    this.#holdsLegacyKeys = options.group === "default";
     this.#now = options.now ?? (() => performance.now());
     // etcd answers in milliseconds; a call left unanswered for half a TTL is as good as failed
     // (etcd3 then retries it on another node), and bounding it keeps a hung etcd node from
@@ -214,11 +220,13 @@ export class Election {
     if (!this.#isLeader || epoch === null || lease === null || !keys) {
       throw new KittenError("FENCED", `Cannot publish the in-sync replicas: broker "${this.#options.candidate}" does not lead${this.#describeLeader()}`);
     }
-    const record: IsrRecord = { epoch, members: [...members] };
+    const record = JSON.stringify({ epoch, members: [...members] } satisfies IsrRecord);
+    const writes = [keys.put(this.#isrKey).value(record)];
+    if (this.#holdsLegacyKeys) writes.push(keys.put(LEGACY_ISR_KEY).value(record));
     const result = await keys
       .if(this.#leaderKey, "Create", "==", epoch)
       .and(this.#leaderKey, "Lease", "==", lease)
-      .then(keys.put(this.#isrKey).value(JSON.stringify(record)))
+      .then(...writes)
       .else(keys.get(this.#leaderKey))
       .commit();
     if (result.succeeded) return;
@@ -319,10 +327,16 @@ export class Election {
     }
 
     const free = keys.if(this.#leaderKey, "Create", "==", 0);
-    if (this.#options.group === "default") free.and(LEGACY_LEADER_KEY, "Create", "==", 0);
+    const claims = [keys.put(this.#leaderKey).value(this.#options.candidate).lease(leaseId)];
+    if (this.#holdsLegacyKeys) {
+      free.and(LEGACY_LEADER_KEY, "Create", "==", 0);
+      claims.push(keys.put(LEGACY_LEADER_KEY).value(this.#options.candidate).lease(leaseId));
+    }
+    const reads = [keys.get(this.#leaderKey)];
+    if (this.#holdsLegacyKeys) reads.push(keys.get(LEGACY_LEADER_KEY));
     const result = await free
-      .then(keys.put(this.#leaderKey).value(this.#options.candidate).lease(leaseId))
-      .else(keys.get(this.#leaderKey), keys.get(LEGACY_LEADER_KEY))
+      .then(...claims)
+      .else(...reads)
       .commit();
     const revision = Number(result.header.revision);
     let mine: number | null = null;
@@ -333,7 +347,7 @@ export class Election {
       // Our own key from an earlier attempt whose answer was lost still makes us the leader.
       if (kv && kv.lease === leaseId) mine = Number(kv.create_revision);
       else if (kv) this.#observe(this.#leaderOf(kv), revision);
-      else if (this.#options.group === "default" && result.responses[1]?.response_range?.kvs[0]) this.#olderMasterLeads();
+      else if (this.#holdsLegacyKeys && result.responses[1]?.response_range?.kvs[0]) this.#olderMasterLeads();
       else this.#dirty = true; // deleted between the compare and the read: try again
     }
     if (mine === null) return;
@@ -396,7 +410,10 @@ export class Election {
     const keys = this.#keys;
     if (!keys) return;
     try {
-      await keys.if(this.#leaderKey, "Create", "==", epoch).then(keys.delete().key(this.#leaderKey)).commit();
+      // The legacy key was created with it (same revision): it goes with it.
+      const deletes = [keys.delete().key(this.#leaderKey)];
+      if (this.#holdsLegacyKeys) deletes.push(keys.delete().key(LEGACY_LEADER_KEY));
+      await keys.if(this.#leaderKey, "Create", "==", epoch).then(...deletes).commit();
     } catch (error) {
       this.#options.log("warn", `Cannot delete the etcd leader key of epoch ${epoch}: ${errorMessage(error)}: it goes when the lease expires`);
     }

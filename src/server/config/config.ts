@@ -266,7 +266,7 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
       }
     });
   }
-  // Groups share a map that only etcd holds: without it a broker serves every queue itself.
+  // A group is the set of brokers that elect a master through etcd: without etcd there is one.
   if (isPlainObject(cluster) && cluster.etcd === null && typeof cluster.group === "string" && cluster.group !== "default") {
     problems.push({
       path: "cluster.group",

@@ -64,4 +64,31 @@ describe("Election per group", () => {
       raw.close();
     }
   });
+
+  it("the leader of the group default also holds <prefix>leader and <prefix>isr, so older brokers follow it; they go when it resigns", async () => {
+    const prefix = testPrefix();
+    const { Etcd3 } = await import("etcd3");
+    const raw = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      const leader = start("new", prefix, "default");
+      const other = start("other", prefix, "g2");
+      await waitFor(() => leader.election.isLeader && other.election.isLeader, 10_000, "both groups elect");
+      const [legacy, grouped] = await Promise.all([raw.get(`${prefix}leader`).exec(), raw.get(`${prefix}groups/default/leader`).exec()]);
+      expect(legacy.kvs[0]?.value.toString()).toBe("new");
+      // One transaction: an older broker reads the same epoch (create revision) as this version's.
+      expect(legacy.kvs[0]?.create_revision).toBe(grouped.kvs[0]!.create_revision);
+      expect(Number(legacy.kvs[0]!.create_revision)).toBe(leader.election.epoch!);
+      await leader.election.publishIsr(["new", "b"]);
+      expect(JSON.parse((await raw.get(`${prefix}isr`).string())!)).toEqual({ epoch: leader.election.epoch, members: ["new", "b"] });
+      // Another group leaves the older brokers' keys alone.
+      await other.election.publishIsr(["other"]);
+      expect(JSON.parse((await raw.get(`${prefix}isr`).string())!).members).toEqual(["new", "b"]);
+      await leader.election.resign();
+      expect(await raw.get(`${prefix}leader`).string()).toBeNull();
+      expect(await raw.get(`${prefix}groups/default/leader`).string()).toBeNull();
+      expect(await raw.get(`${prefix}groups/g2/leader`).string()).toBe("other");
+    } finally {
+      raw.close();
+    }
+  });
 });
