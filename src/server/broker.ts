@@ -36,9 +36,6 @@ export interface BrokerOptions {
 /** What `send` needs to know of the sender: a connection, or the admin API publishing. */
 export type Sender = Pick<Peer, "clientId" | "grants">;
 
-/** What may be read of the exclusive claims from outside (the admin API, tests). */
-export type ExclusiveClaims = Pick<ExclusiveOwners, "ownerOf" | "size">;
-
 /**
  * Sessions reach the broker through a narrow surface: `attach`/`detach` a connection,
  * `markDirty` when it has frames to write, and the operations it dispatches (send, subscribe,
@@ -63,8 +60,8 @@ export class Broker {
   #rules: Rules;
   /** Pinned keys of clients and peers, and the proof checked at hello. */
   readonly #auth: Authenticator;
-  /** Owners of ids read through exclusive (`!`) rules. */
-  readonly #exclusive = new ExclusiveOwners();
+  /** Owners of ids read through exclusive (`!`) rules: claimed all or none per registration. */
+  readonly exclusive = new ExclusiveOwners();
   /** True while the server closes every connection to stop (see Session.tearDown()). */
   #shuttingDown = false;
   /** True after soft-stop started: new connections and sends are refused. */
@@ -166,11 +163,6 @@ export class Broker {
     return this.#auth.clients;
   }
 
-  /** Ids claimed through exclusive (`!`) rules, for reading. */
-  get exclusive(): ExclusiveClaims {
-    return this.#exclusive;
-  }
-
   /** The open connections (clients and peers), for reading. */
   get sessions(): ReadonlySet<Peer> {
     return this.#sessions;
@@ -216,19 +208,6 @@ export class Broker {
   /** The server is closing every connection to stop: their in-flight copies stay stored as they are. */
   beginShutdown(): void {
     this.#shuttingDown = true;
-  }
-
-  /**
-   * Claims, for `clientId`, ids an exclusive (`!`) rule covers: all or none. Returns the first
-   * id another client owns, or null when every one is now claimed.
-   */
-  claimExclusive(queue: string, ids: readonly string[], clientId: string): string | null {
-    return this.#exclusive.claimAll(queue, ids, clientId);
-  }
-
-  /** Gives back one exclusive claim of `clientId`. */
-  unclaimExclusive(clientId: string, queue: string, id: string): void {
-    this.#exclusive.unclaim(clientId, queue, id);
   }
 
   /** Counts acks and nacks settled by clients. */

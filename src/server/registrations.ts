@@ -112,7 +112,7 @@ export class Registrations {
     }
     if (exclusive.length === 0) return claims;
     const queue = queueName(endpoint, version);
-    const refused = this.broker.claimExclusive(queue, exclusive, clientId);
+    const refused = this.broker.exclusive.claimAll(queue, exclusive, clientId);
     if (refused !== null) {
       this.broker.log.warn("rules", `client=${clientId};queue=${queue};id=${refused};exclusive id already owned`);
       throw exclusiveTaken(clientId, action, `${queue}/${refused}`, pattern);
@@ -124,7 +124,7 @@ export class Registrations {
   #unclaim(registration: Registration, ids: Iterable<string>): void {
     for (const id of ids) {
       if (!registration.claims.delete(id)) continue;
-      this.broker.unclaimExclusive(this.peer.clientId, registration.queue.name, id);
+      this.broker.exclusive.unclaim(this.peer.clientId, registration.queue.name, id);
     }
   }
 

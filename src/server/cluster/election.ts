@@ -12,10 +12,10 @@
  * - Every etcd call has a deadline and every failure is logged and retried with backoff; nothing
  *   throws out of a timer or a gRPC callback. `publishIsr`/`readIsr` reject to their caller.
  */
-import { noop } from "cockatiel";
-import { Etcd3, type IKeyValue, type Namespace, type Watcher } from "etcd3";
+import type { Etcd3, IKeyValue, Namespace, Watcher } from "etcd3";
 import { KittenError } from "../../protocol/errors.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
+import { connectEtcd } from "./etcd_client.ts";
 
 export interface ElectionOptions {
   /** etcd client URLs (`cluster.etcd.endpoints`), e.g. "http://127.0.0.1:2379". */
@@ -64,14 +64,6 @@ const LEGACY_ISR_KEY = "isr";
 const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2000;
 const WATCH_RETRY_MS = 1000;
-
-/**
- * A watch backoff for etcd3 (cockatiel's `IBackoff` shape): etcd3's default grows to 30 s, which
- * would leave a broker blind to a new leader long after etcd is back.
- */
-function watchBackoff(durationMs: number): { duration: number; next(): ReturnType<typeof watchBackoff> } {
-  return { duration: durationMs, next: () => watchBackoff(Math.min(WATCH_RETRY_MS, Math.max(50, durationMs * 2))) };
-}
 
 function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -148,16 +140,7 @@ export class Election {
     if (this.#started) return;
     this.#started = true;
     const timeout = this.#callTimeoutMs;
-    this.#client = new Etcd3({
-      hosts: this.#options.endpoints,
-      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeout }),
-      // No circuit breaker per node: etcd3's default shuts a node out for 5 s after three failures,
-      // and when another node then hangs, every call (renewals included) goes to the hung one.
-      faultHandling: { host: () => noop, watchBackoff: watchBackoff(50) },
-      // gRPC waits up to 2 minutes before reconnecting to a node that failed; a node that is back
-      // must serve renewals again within a lease TTL.
-      grpcOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000 },
-    });
+    this.#client = connectEtcd(this.#options.endpoints, timeout);
     this.#keys = this.#client.namespace(this.#options.prefix);
     this.#keeper = new LeaseKeeper(this.#client, {
       ttlSeconds: this.#options.leaseTtlSeconds,

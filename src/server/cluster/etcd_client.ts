@@ -1,0 +1,31 @@
+/**
+ * The etcd client every cluster module uses (election, queue map): one place for the call
+ * deadline, the fault handling and the reconnect backoff, which all decide how fast a broker sees
+ * etcd again after a node failed.
+ */
+import { noop } from "cockatiel";
+import { Etcd3 } from "etcd3";
+
+const WATCH_RETRY_MS = 1000;
+
+/**
+ * A watch backoff for etcd3 (cockatiel's `IBackoff` shape): etcd3's default grows to 30 s, which
+ * would leave a broker blind to a change long after etcd is back.
+ */
+function watchBackoff(durationMs: number): { duration: number; next(): ReturnType<typeof watchBackoff> } {
+  return { duration: durationMs, next: () => watchBackoff(Math.min(WATCH_RETRY_MS, Math.max(50, durationMs * 2))) };
+}
+
+/** An etcd client whose unary calls give up after `callTimeoutMs` (streams are not bounded). */
+export function connectEtcd(endpoints: string[], callTimeoutMs: number): Etcd3 {
+  return new Etcd3({
+    hosts: endpoints,
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
+    // No circuit breaker per node: etcd3's default shuts a node out for 5 s after three failures,
+    // and when another node then hangs, every call (renewals included) goes to the hung one.
+    faultHandling: { host: () => noop, watchBackoff: watchBackoff(50) },
+    // gRPC waits up to 2 minutes before reconnecting to a node that failed; a node that is back
+    // must serve renewals again within a lease TTL.
+    grpcOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000 },
+  });
+}
