@@ -101,6 +101,11 @@ export const ERRORS = {
   NOT_A_PEER: { status: 403, fatal: true, retryable: false, resend: false },
   /** A peer fell too far behind the replication stream; it reconnects and catches up again. */
   REPLICA_TOO_SLOW: { status: 503, fatal: true, retryable: true, resend: false },
+  /**
+   * Another group of brokers owns the queue (the queue map in etcd): details name it
+   * `{queue, group, brokers, epoch}`; a client with an older map takes it and sends there at once.
+   */
+  NOT_OWNER: { status: 421, fatal: false, retryable: true, resend: false },
 
   // Configuration.
   /** The broker configuration is invalid; the message lists every problem with its key path. */

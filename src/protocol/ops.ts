@@ -19,6 +19,7 @@ export const OP = {
   ADD_ID: 13,
   REMOVE_ID: 14,
   UNSUBSCRIBE: 15,
+  MAP: 16,
   ACK: 20,
   NACK: 21,
   ACK_MIRROR: 22,
@@ -41,6 +42,7 @@ export const OP = {
   OK: 40,
   ERROR: 41,
   DELIVER: 42,
+  MAP_INFO: 43,
 } as const;
 
 export type OpCode = (typeof OP)[keyof typeof OP];
@@ -73,6 +75,10 @@ export interface WelcomeInfo {
    * it needs no copies of a client's sends and acks, the master streams them. Absent: it does.
    */
   replicates?: boolean;
+  /** `cluster.group` of this broker; absent from brokers that predate groups. */
+  group?: string;
+  /** True when queues are spread over groups (`cluster.etcd`): ask MAP which group owns a queue. */
+  map?: boolean;
 }
 
 /** What the broker states in `ROLE` (after a promotion, a demotion, a fencing or a reload). */
@@ -114,6 +120,8 @@ export type AckOp = [typeof OP.ACK, number, number[]];
 /** [NACK, sub, delivery tag, delay in seconds] */
 export type NackOp = [typeof OP.NACK, number, number, number];
 export type PingOp = [typeof OP.PING, number];
+/** [MAP, ref, queues]: which group owns each queue (placing those that have none), and every group's brokers. */
+export type MapOp = [typeof OP.MAP, number, string[]];
 
 export type WelcomeOp = [typeof OP.WELCOME, WelcomeInfo];
 export type OkOp = [typeof OP.OK, number[]];
@@ -264,6 +272,15 @@ export function checkFence(v: unknown[]): FenceOp {
     throw bad("fence", "expected {epoch, master}");
   }
   return v as FenceOp;
+}
+
+/** Queues one MAP request may name. */
+export const MAX_MAP_QUEUES = 1000;
+
+export function checkMap(v: unknown[]): MapOp {
+  if (!isUint(v[1])) throw bad("map", "ref must be an unsigned integer");
+  if (!isStringList(v[2]) || v[2].length > MAX_MAP_QUEUES) throw bad("map", `queues must be a list of at most ${MAX_MAP_QUEUES} strings`);
+  return v as MapOp;
 }
 
 export function checkPing(v: unknown[]): PingOp {

@@ -25,6 +25,7 @@ import { Pager } from "./queue/pager.ts";
 import { DiskFloor } from "./store/disk_floor.ts";
 import type { Copy } from "./queue/message.ts";
 import type { Peer } from "./peer.ts";
+import { Placement } from "./placement.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -75,6 +76,8 @@ export class Broker {
   readonly #pager: Pager | null;
   /** Free space of the data directory's disk against `minFreeDiskBytes` (null without a store). */
   readonly disk: DiskFloor | null;
+  /** Which queues this broker's group owns, when queues are spread over groups (`cluster.etcd`). */
+  readonly placement: Placement;
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.#config = config;
@@ -85,8 +88,19 @@ export class Broker {
     this.#rules = compileRules(config.rules);
     this.#schemas = compileSchemas(config.channels).schemas;
     this.#auth = new Authenticator(config.registeredClientsPath, this.log);
-    this.#routes = new Routes((name) => this.queue(name), () => this.#schemas);
     const broker = this;
+    this.placement = new Placement({
+      get config() {
+        return broker.config;
+      },
+      get isMaster() {
+        return broker.isMaster;
+      },
+      log: this.log,
+      queues: () => this.queues.values(),
+      changed: (queues) => this.#mapChanged(queues),
+    });
+    this.#routes = new Routes((name) => this.queue(name), () => this.#schemas, (queue) => this.placement.unplaced(queue));
     this.#deadLetters = new DeadLetters({
       get config() {
         return broker.config;
@@ -284,6 +298,14 @@ export class Broker {
     for (const queue of this.queues.values()) queue.settings = channelSettings(config, queue.name);
     this.log.info("broker", `reloaded;queues=${this.queues.size}`);
     this.cluster.applyReload(previous, promotedEpoch, options.force === true);
+    this.placement.placeConfigured();
+  }
+
+  /** Queues placed or moved: routes are looked up again, and clients that follow the map are told. */
+  #mapChanged(queues: string[]): void {
+    this.#routes.clear();
+    for (const session of this.#sessions) session.announceMap(queues);
+    this.flush();
   }
 
   /** A client acked, on the master, a copy this slave keeps: drop it here too. */
@@ -322,10 +344,14 @@ export class Broker {
    */
   send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
     if (this.#stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const { endpoint, version, destination, queue, schema } = this.#routes.of(channelName);
+    const route = this.#routes.of(channelName);
+    const { endpoint, version, destination } = route;
     if (!this.#rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
       throw notAllowed(sender.clientId, "send", channelName);
     }
+    // A queue used for the first time is placed on a group first (queue map, etcd).
+    if (route.unplaced !== undefined) return this.placement.place(route.unplaced).then(() => this.send(channelName, messageId, body, sender));
+    const { queue, schema } = route;
     // A resend of an accepted message is confirmed before anything is paid for it (its format
     // was checked the first time); one being committed is confirmed with that commit.
     const resent = this.#intake.resent(messageId);

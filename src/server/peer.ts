@@ -27,6 +27,8 @@ export interface Peer extends DeliverySink {
   announceRole(): void;
   /** Tells the client the broker is stopping: it keeps its sends for the next broker. */
   announceStopping(): void;
+  /** Owners of these queues changed in the queue map. */
+  announceMap(queues: string[]): void;
   /** Fills every free prefetch slot of this connection's registrations (the broker became master). */
   pumpAll(): void;
 }

@@ -22,12 +22,27 @@ export class Registrations {
 
   constructor(readonly broker: Broker, readonly peer: Peer) {}
 
-  subscribe(kind: HandlerKind, sub: number, endpoint: string, version: string, listed: readonly string[], prefetch: number | null): void {
+  /**
+   * Registers a listen or consume; returns a promise when its queue is being placed on a group
+   * (queue map): the registration is made once that settles, or refused (NOT_OWNER).
+   */
+  subscribe(
+    kind: HandlerKind,
+    sub: number,
+    endpoint: string,
+    version: string,
+    listed: readonly string[],
+    prefetch: number | null,
+  ): Promise<void> | undefined {
     const ids = [...new Set(listed)]; // an id listed twice is one registration (and one exclusive claim)
     checkChannelParts(endpoint, version, ids, kind === "listen" ? "Cannot listen to" : "Cannot consume");
     if (this.#bySub.has(sub)) {
       throw new KittenError("DUPLICATE_SUBSCRIPTION", `Cannot ${kind}: subscription ${sub} is already registered`);
     }
+    // Read rules first: a client may not place queues it may not read.
+    if (!this.broker.rules.isOpen) for (const id of ids) this.#checkRead(kind, endpoint, version, id);
+    const placing = this.broker.placement.admit(queueName(endpoint, version));
+    if (placing !== null) return placing.then(() => this.subscribe(kind, sub, endpoint, version, listed, prefetch));
     const claims = this.#authorizeRead(kind, endpoint, version, ids);
     const handler = this.broker.subscribe(this.peer, kind, sub, endpoint, version, ids, prefetch);
     this.#bySub.set(sub, { handler, queue: this.broker.queue(queueName(endpoint, version)), claims });
@@ -104,7 +119,7 @@ export class Registrations {
     const exclusive: string[] = [];
     let pattern = "";
     for (const id of ids) {
-      if (!grants.canRead(endpoint, version, id)) throw notAllowed(clientId, action, `${endpoint}/${version}/${id}`);
+      this.#checkRead(action, endpoint, version, id);
       const marked = grants.exclusivePattern(endpoint, version, id);
       if (marked === null) continue;
       exclusive.push(id);
@@ -119,6 +134,11 @@ export class Registrations {
     }
     for (const id of exclusive) claims.add(id);
     return claims;
+  }
+
+  #checkRead(action: Action, endpoint: string, version: string, id: string): void {
+    const { clientId, grants } = this.peer;
+    if (!grants.canRead(endpoint, version, id)) throw notAllowed(clientId, action, `${endpoint}/${version}/${id}`);
   }
 
   #unclaim(registration: Registration, ids: Iterable<string>): void {

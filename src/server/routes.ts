@@ -20,6 +20,15 @@ export interface ChannelRoute {
   queue: Queue;
   /** The queue's format, when its channel entry has a `map`. */
   schema: CompiledSchema | undefined;
+  unplaced?: undefined;
+}
+
+/** A channel of a queue not placed on any group yet (queue map): place `unplaced`, then route again. */
+export interface UnplacedRoute {
+  endpoint: string;
+  version: string;
+  destination: string;
+  unplaced: string;
 }
 
 export class Routes {
@@ -28,14 +37,20 @@ export class Routes {
   constructor(
     readonly queue: (name: string) => Queue,
     readonly schemas: () => Map<string, CompiledSchema>,
+    /** True for a queue no group owns yet; throws NOT_OWNER for one another group owns (placement.ts). */
+    readonly unplaced: (queue: string) => boolean,
   ) {}
 
-  /** The route of a channel name; throws BAD_CHANNEL for a name that is not `endpoint/version/id`. */
-  of(name: string): ChannelRoute {
+  /**
+   * The route of a channel name; throws BAD_CHANNEL for a name that is not `endpoint/version/id`
+   * and NOT_OWNER for a queue another group owns. Only routes of queues served here are cached.
+   */
+  of(name: string): ChannelRoute | UnplacedRoute {
     let route = this.#routes.get(name);
     if (route) return route;
     const channel = parseChannel(name, "Cannot send to");
     const queue = queueName(channel.endpoint, channel.version);
+    if (this.unplaced(queue)) return { endpoint: channel.endpoint, version: channel.version, destination: channel.id, unplaced: queue };
     route = {
       endpoint: channel.endpoint,
       version: channel.version,
@@ -48,6 +63,7 @@ export class Routes {
     return route;
   }
 
+  /** Drops every cached route: after a reload (formats) or a change of the queue map (owners). */
   clear(): void {
     this.#routes.clear();
   }

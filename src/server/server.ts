@@ -97,6 +97,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
     );
   }
   broker.cluster.start();
+  broker.placement.start(listener.port);
   let lastSample = broker.now();
   const reclaimer = new Reclaimer(broker.stats.counters);
   let lastTick = performance.now();
@@ -113,6 +114,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       if (now - lastSample >= 1000) {
         sampleStats(broker, now);
         broker.cluster.checkEligibility();
+        broker.placement.tick(now);
         lastSample = now;
         reclaimer.check();
       }
@@ -166,6 +168,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         // copies stay stored as they are (redelivered after a restart), uncounted.
         broker.beginShutdown();
         listener.stop(true);
+        await broker.placement.stop();
         await broker.cluster.stop();
         await broker.store?.close();
         broker.log.info("broker", "stopped");

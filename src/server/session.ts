@@ -12,11 +12,10 @@ import {
   checkFence,
   checkHello,
   checkIds,
+  checkMap,
   checkNack,
   checkPing,
-  checkReplAck,
   checkSend,
-  checkSync,
   checkSubscribe,
   checkUnsubscribe,
   FrameDecoder,
@@ -26,19 +25,20 @@ import {
   opOf,
   peekOp,
   readSend,
+  queueProblem,
   refOf,
-  type RoleInfo,
   validateClientId,
   writeDeliver,
 } from "../protocol/mod.ts";
-import { PROTOCOL_VERSION, VERSION } from "../version.ts";
+import { PROTOCOL_VERSION } from "../version.ts";
+import { mapFrame, roleFrame, STOPPING_FRAME, welcomeFrame } from "./announcements.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./security/auth.ts";
 import { collectAfterRefusal } from "./collector.ts";
 import type { ClientGrants, Rules } from "./security/rules.ts";
 import { type Copy, groupKeyOf, type Handler } from "./queue/message.ts";
 import type { Peer, SessionState } from "./peer.ts";
-import type { ReplicaLink } from "./cluster/replica.ts";
+import { ReplicaStream } from "./replica_stream.ts";
 import { Registrations } from "./registrations.ts";
 import { type Connection, Outbox } from "./outbox.ts";
 import { decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
@@ -47,8 +47,8 @@ export class Session implements Peer {
   clientId = "";
   /** A broker of `cluster.peers` (hello.peer): it may ask for the replication stream. */
   isPeer = false;
-  /** The replication stream, once the peer asked for it. */
-  #replica: ReplicaLink | null = null;
+  /** The replication stream this connection may ask for (a peer). */
+  readonly #stream: ReplicaStream;
   state: SessionState = "hello";
   /** The nonce of the challenge sent to this connection; a proof must sign exactly it. */
   #nonce = "";
@@ -65,6 +65,8 @@ export class Session implements Peer {
   readonly #budget: HandshakeBudget;
   /** This session's share of `#budget.held`: its partial frame, until welcome. */
   #heldBeforeOpen = 0;
+  /** The client asked MAP: it is told when owners of queues change. */
+  #followsMap = false;
 
   constructor(broker: Broker, connection: Connection, budget: HandshakeBudget = { held: 0 }) {
     this.#broker = broker;
@@ -81,6 +83,20 @@ export class Session implements Peer {
       },
       slowConsumer: (unsentBytes) => this.#slowConsumer(unsentBytes),
     });
+    this.#stream = new ReplicaStream(broker, {
+      get clientId() {
+        return session.clientId;
+      },
+      get isPeer() {
+        return session.isPeer;
+      },
+      get isClosed() {
+        return session.isClosed;
+      },
+      dirty: () => broker.markDirty(this),
+      fail: (code, message) => this.#fail(null, new KittenError(code, message)),
+      confirm: (ref) => this.#confirm(ref),
+    }, this.#out);
     this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
 
@@ -165,8 +181,9 @@ export class Session implements Peer {
         case OP.ACK_MIRROR: return this.#handleAckMirror(value);
         case OP.FENCE: return this.#handleFence(value);
         case OP.PING: return this.#push([OP.PONG, checkPing(value)[1]]);
-        case OP.SYNC: return this.#handleSync(value);
-        case OP.REPL_ACK: return this.#handleReplAck(value);
+        case OP.MAP: return this.#handleMap(value);
+        case OP.SYNC: return this.#stream.sync(value);
+        case OP.REPL_ACK: return this.#stream.ack(value);
         default:
           throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
       }
@@ -236,16 +253,7 @@ export class Session implements Peer {
     this.state = "open";
     this.#releaseHandshakeBytes();
     this.#decoder.maxFrameSize = config.socketServer.maxFrameSize;
-    this.#push([OP.WELCOME, {
-      server: config.serviceId,
-      serviceId: config.serviceId,
-      protocol: PROTOCOL_VERSION,
-      role: this.#broker.role,
-      epoch: this.#broker.epoch,
-      maxFrameSize: config.socketServer.maxFrameSize,
-      version: VERSION,
-      replicates: this.#broker.cluster.replicates,
-    }]);
+    this.#push(welcomeFrame(this.#broker));
     this.#broker.log.info("socket", `client=${this.clientId};remote=${this.#connection.remoteAddress};connected`);
   }
 
@@ -299,8 +307,24 @@ export class Session implements Peer {
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
     const [, ref, sub, endpoint, version, listed, prefetch] = checkSubscribe(value);
-    this.#registrations.subscribe(kind, sub, endpoint, version, listed, prefetch);
-    this.#confirm(ref);
+    const placing = this.#registrations.subscribe(kind, sub, endpoint, version, listed, prefetch);
+    if (placing === undefined) return this.#confirm(ref);
+    this.#afterwards(placing.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)));
+  }
+
+  /** Where queues live (placing those used for the first time): only queues this client may use. */
+  #handleMap(value: unknown[]): void {
+    const [, ref, queues] = checkMap(value);
+    for (const queue of queues) {
+      const problem = queueProblem(queue);
+      if (problem !== null) throw new KittenError("BAD_CHANNEL", `Cannot answer map: queue "${queue}" ${problem}`);
+      const [endpoint, version] = queue.split("/") as [string, string];
+      if (!this.#broker.rules.isOpen && !this.grants.canUse(endpoint, version)) {
+        throw new KittenError("NOT_ALLOWED", `Cannot answer map: client "${this.clientId}" may neither read nor write queue "${queue}"`);
+      }
+    }
+    this.#followsMap = true;
+    this.#afterwards(this.#broker.placement.view(queues).then((view) => this.#push(mapFrame(ref, view)), (error) => this.#fail(ref, error)));
   }
 
   #handleIds(value: unknown[], add: boolean): void {
@@ -327,43 +351,14 @@ export class Session implements Peer {
     this.#broker.fence(epoch, master, this.clientId);
   }
 
-  /** A peer asks for the replication stream: what it lacks from its position (or a snapshot), then the live log. */
-  #handleSync(value: unknown[]): void {
-    const [, ref, { epoch, position }] = checkSync(value);
-    if (!this.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${this.clientId}": it did not connect as a peer`);
-    this.#confirm(ref);
-    this.#replica ??= this.#replicaLink();
-    this.#broker.cluster.attachReplica(this.#replica, epoch, position);
-  }
-
-  #handleReplAck(value: unknown[]): void {
-    const [, seq] = checkReplAck(value);
-    if (this.#replica) this.#broker.cluster.replication.ack(this.#replica, seq);
-  }
-
-  /** The stream a master writes to this peer, through this connection's outbox. */
-  #replicaLink(): ReplicaLink {
-    const out = this.#out;
-    return {
-      peerId: this.clientId,
-      get backlogBytes() {
-        return out.pendingBytes;
-      },
-      pushFramed: (bytes) => {
-        if (this.state === "closed") return;
-        out.batch.pushFramed(bytes);
-        this.#broker.markDirty(this);
-      },
-      fail: (code, message) => this.#fail(null, new KittenError(code, message)),
-    };
-  }
-
   /** Tells this client the broker's role and epoch (after a promotion, demotion or fencing). */
   announceRole(): void {
-    if (this.state !== "open") return;
-    const broker = this.#broker;
-    const role: RoleInfo = { role: broker.role, epoch: broker.epoch, fenced: broker.fencedBy !== null, replicates: broker.cluster.replicates };
-    this.#push([OP.ROLE, role]);
+    if (this.state === "open") this.#push(roleFrame(this.#broker));
+  }
+
+  /** Owners of `queues` changed (placed, moved): a client that follows the map is told. */
+  announceMap(queues: string[]): void {
+    if (this.state === "open" && this.#followsMap) this.#push(mapFrame(null, this.#broker.placement.known(queues)));
   }
 
   /**
@@ -371,8 +366,7 @@ export class Session implements Peer {
    * request. Sends are refused with STOPPING from now on, and the client keeps them.
    */
   announceStopping(): void {
-    if (this.state !== "open") return;
-    this.#push([OP.ERROR, null, "STOPPING", "Cannot take new sends: the broker is stopping; it closes once deliveries in flight are done"]);
+    if (this.state === "open") this.#push([...STOPPING_FRAME]);
   }
 
   /** Fills every handler's free prefetch slots (the broker just became master). */
@@ -450,7 +444,7 @@ export class Session implements Peer {
   /** The socket can take more: send what waited, then resume paused deliveries. */
   drain(): void {
     if (!this.#out.drain()) return;
-    if (this.#replica) this.#broker.cluster.replication.drained(this.#replica);
+    this.#stream.drained();
     if (this.writable()) {
       this.#starved = false; // resumed here: the flush below need not pump a second time
       this.pumpAll();
@@ -491,7 +485,7 @@ export class Session implements Peer {
     this.#releaseHandshakeBytes();
     this.#out.stopTimer();
     this.#registrations.clear();
-    if (this.#replica) this.#broker.cluster.replication.detach(this.#replica);
+    this.#stream.detach();
     this.#broker.detach(this);
     if (wasOpen) this.#broker.log.info("socket", `client=${this.clientId};disconnected`);
     this.#broker.flush();

@@ -43,3 +43,29 @@ describe("cluster.group on reload", () => {
     expect(restartKeyProblems(running, parseConfig({ cluster: { etcd, group: "g1" } }))).toEqual([]);
   });
 });
+
+describe("channels[q].group and cluster.advertise", () => {
+  it("a channel's group is accepted with cluster.etcd and refused without, naming the channel", () => {
+    expect(parseConfig({ cluster: { etcd }, channels: { "orders/v1": { group: "g2" } } }).channels["orders/v1"]!.group).toBe("g2");
+    const found = problemsOf({ channels: { "orders/v1": { group: "g2" } } }).find((p) => p.path === `channels["orders/v1"].group`);
+    expect(found?.message).toContain("needs cluster.etcd");
+  });
+
+  it("advertise is host:port or null; anything else is refused", () => {
+    expect(parseConfig({}).cluster.advertise).toBe(null);
+    expect(parseConfig({ cluster: { advertise: "mq-1.internal:4000" } }).cluster.advertise).toBe("mq-1.internal:4000");
+    expect(parseConfig({ cluster: { advertise: "[::1]:4000" } }).cluster.advertise).toBe("[::1]:4000");
+    for (const bad of ["mq-1", "mq-1:4000@id", "http://mq:4000"]) {
+      expect(problemsOf({ cluster: { advertise: bad } }).some((p) => p.path === "cluster.advertise")).toBe(true);
+    }
+  });
+
+  it("the map names a broker by advertise, else by its host (this machine's name on 0.0.0.0) and bound port", async () => {
+    const { advertisedAddress } = await import("../../src/server/placement.ts");
+    const { hostname } = await import("node:os");
+    expect(advertisedAddress(parseConfig({ serviceId: "b1", cluster: { advertise: "mq:9" } }), 4000)).toBe("mq:9@b1");
+    expect(advertisedAddress(parseConfig({ serviceId: "b1", socketServer: { host: "127.0.0.1" } }), 4000)).toBe("127.0.0.1:4000@b1");
+    expect(advertisedAddress(parseConfig({ serviceId: "b1", socketServer: { host: "0.0.0.0" } }), 4000)).toBe(`${hostname()}:4000@b1`);
+    expect(advertisedAddress(parseConfig({ serviceId: "b1", socketServer: { host: "::1" } }), 4000)).toBe("[::1]:4000@b1");
+  });
+});

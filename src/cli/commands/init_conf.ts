@@ -49,11 +49,13 @@ const COMMENT = [
   "  'endpoint/*', 'endpoint/version/*', 'endpoint/version/id'; '!' before a read pattern: first listener owns each id.",
   "channels: per-queue overrides, { 'endpoint/version': { prefetch, listenerPrefetch, ttl (seconds a waiting message",
   "  lives), maxItemsInQueue, memoryBudgetBytes, requeueLimit, requeueInterval, durability, deadLetter: 'endpoint/version',",
-  "  map: {message format} } }.",
+  "  map: {message format}, group: the group that owns it when first placed (with cluster.etcd) } }.",
   "cluster: several brokers. peers: the other brokers as 'host:port@serviceId'; a slave catches up from the master",
   "  over them. minInSyncReplicas: brokers (master included) holding a message before it is confirmed (2 with three",
   "  brokers: nothing confirmed is lost when the master dies). maxLagMs: an in-sync slave silent this long drops out.",
   "  etcd: null (promotion by isMaster + reload) or { endpoints: ['http://host:2379'], leaseTtlSeconds: 3 }: automatic failover.",
+  "  group: the brokers electing one master among them ('default'); with etcd, queues spread over the groups of a",
+  "  prefix. advertise: 'host:port' clients reach this broker at, written in the queue map (null: host and bound port).",
 ];
 
 export async function run(args: CliArgs): Promise<number> {

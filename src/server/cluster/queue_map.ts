@@ -307,6 +307,8 @@ export class QueueMap {
 
   /** An older answer (a placement's own reply racing its watch event) never replaces a newer entry. */
   #setOwner(queue: string, owner: QueueOwner, revision: number): void {
+    // The map's epoch is never below the epoch of an entry it holds.
+    this.#revision = Math.max(this.#revision, revision);
     const current = this.#owners.get(queue);
     if (current && current.epoch > revision) return;
     this.#owners.set(queue, owner);

@@ -100,6 +100,7 @@ export function defaultConfig(): Config {
       maxLagMs: 10000, // an in-sync slave that acknowledges nothing for this long drops out of sync
       etcd: null, // automatic failover: { endpoints, leaseTtlSeconds }; null: promotion by reload
       group: "default", // its own election in etcd beside other groups' (another name needs cluster.etcd)
+      advertise: null, // the address the queue map gives clients; null: socketServer.host (or this machine's name) and the bound port
     },
   };
 }
@@ -276,6 +277,13 @@ function crossFieldProblems(config: Record<string, unknown>): ConfigProblem[] {
   const channels = config.channels;
   if (isPlainObject(channels)) {
     for (const [queue, channel] of Object.entries(channels)) {
+      // Without etcd there is one group and no map to place a queue with.
+      if (isPlainObject(channel) && channel.group !== undefined && isPlainObject(cluster) && cluster.etcd === null) {
+        problems.push({
+          path: `channels[${JSON.stringify(queue)}].group`,
+          message: `needs cluster.etcd: queues are placed on groups through the queue map in etcd (current value is ${JSON.stringify(channel.group)})`,
+        });
+      }
       // Dead-lettering a queue into itself would recycle dead messages forever.
       if (isPlainObject(channel) && channel.deadLetter === queue) {
         problems.push({

@@ -21,6 +21,7 @@ const RESTART_KEYS: readonly [path: string, read: (config: Config) => unknown, w
   ["commitIntervalMs", (c) => c.commitIntervalMs, "the store is opened with it at start"],
   ["cluster.etcd", (c) => c.cluster.etcd, "the election is joined (or not) at start"],
   ["cluster.group", (c) => c.cluster.group, "the group's election is joined at start"],
+  ["cluster.advertise", (c) => c.cluster.advertise, "the broker's address is written in the queue map at start"],
 ];
 
 /** The keys only a restart applies, as written in a config file. */

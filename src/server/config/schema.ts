@@ -100,6 +100,8 @@ export const CHANNEL_ENTRIES = {
   requeueInterval: v.optional(positiveSeconds()),
   // The message format; the schema module owns that language and validates it.
   map: v.optional(v.unknown()),
+  // The group of brokers that owns this queue when it is first placed (with cluster.etcd).
+  group: v.optional(groupName()),
   // The `endpoint/version` that receives this queue's dead messages.
   deadLetter: v.optional(queueName()),
   // Overrides the broker's durability for this queue.
@@ -125,6 +127,9 @@ export const CLUSTER_ENTRIES = {
   // The group of brokers this one belongs to: one master, its slaves, its own election under
   // <prefix>groups/<group>/ in etcd, beside the other groups sharing cluster.etcd.
   group: groupName(),
+  // Where clients reach this broker ("host:port"), as written in the queue map; null: the
+  // client port's host (this machine's name when it listens on every address) and bound port.
+  advertise: v.nullable(v.pipe(str(), v.regex(/^[^\s:@#\/]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/, `must look like "host:port" or null`))),
 };
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));

@@ -37,6 +37,8 @@ export interface ClientGrants {
   canWrite(endpoint: string, version: string, id: string): boolean;
   /** The `!` pattern that makes this read exclusive (e.g. `!invoice/v1/*`), or null. */
   exclusivePattern(endpoint: string, version: string, id: string): string | null;
+  /** Whether any read or write grant touches queue `endpoint/version` (who may ask where it lives). */
+  canUse(endpoint: string, version: string): boolean;
 }
 
 export interface Rules {
@@ -76,6 +78,7 @@ const OPEN: ClientGrants = {
   canRead: () => true,
   canWrite: () => true,
   exclusivePattern: () => null,
+  canUse: () => true,
 };
 
 export function compileRules(rules: readonly Rule[]): Rules {
@@ -124,6 +127,7 @@ class CompiledRules implements Rules {
         canRead: (endpoint, version, id) => granted(read, endpoint, version, id),
         canWrite: (endpoint, version, id) => granted(write, endpoint, version, id),
         exclusivePattern: (endpoint, version, id) => exclusivePattern(read, endpoint, version, id),
+        canUse: (endpoint, version) => touches(read, endpoint, version) || touches(write, endpoint, version),
       };
       if (this.#cache.size >= MAX_CACHED_CLIENTS) this.#cache.clear();
       this.#cache.set(clientId, grants);
@@ -145,6 +149,14 @@ function granted(tree: Tree, endpoint: string, version: string, id: string): boo
   if (versionNode === undefined) return false;
   if (versionNode.all !== undefined) return true;
   return id !== "*" && versionNode.ids.has(id);
+}
+
+/** Whether `tree` grants anything of queue `e/v`: all of it, or one id. */
+function touches(tree: Tree, endpoint: string, version: string): boolean {
+  const node = tree.get(endpoint);
+  if (node === undefined) return false;
+  if (node.all !== undefined) return true;
+  return node.versions.has(version);
 }
 
 /** The most specific read grant of `e/v/id`, when it is `!`-marked, as its pattern text. */

@@ -1,0 +1,68 @@
+/**
+ * The replication stream a master serves to one peer connection: asked for with SYNC, acknowledged
+ * with REPL_ACK, written through the connection's outbox, and detached when the connection goes.
+ */
+import { checkReplAck, checkSync, KittenError } from "../protocol/mod.ts";
+import type { Broker } from "./broker.ts";
+import type { ReplicaLink } from "./cluster/replica.ts";
+import type { ErrorCode } from "../protocol/errors.ts";
+import type { Outbox } from "./outbox.ts";
+
+/** What the stream needs of its session. */
+export interface StreamSession {
+  readonly clientId: string;
+  readonly isPeer: boolean;
+  readonly isClosed: boolean;
+  /** The connection has frames to write (Broker.markDirty). */
+  dirty(): void;
+  /** Ends the connection with a coded error. */
+  fail(code: ErrorCode, message: string): void;
+  /** Confirms a request by ref. */
+  confirm(ref: number): void;
+}
+
+export class ReplicaStream {
+  #link: ReplicaLink | null = null;
+
+  constructor(readonly broker: Broker, readonly session: StreamSession, readonly out: Outbox) {}
+
+  /** A peer asks for the stream: what it lacks from its position (or a snapshot), then the live log. */
+  sync(value: unknown[]): void {
+    const [, ref, { epoch, position }] = checkSync(value);
+    const session = this.session;
+    if (!session.isPeer) throw new KittenError("NOT_A_PEER", `Cannot replicate to "${session.clientId}": it did not connect as a peer`);
+    session.confirm(ref);
+    this.#link ??= this.#open();
+    this.broker.cluster.attachReplica(this.#link, epoch, position);
+  }
+
+  ack(value: unknown[]): void {
+    const [, seq] = checkReplAck(value);
+    if (this.#link) this.broker.cluster.replication.ack(this.#link, seq);
+  }
+
+  /** The socket took what waited: the stream may write more. */
+  drained(): void {
+    if (this.#link) this.broker.cluster.replication.drained(this.#link);
+  }
+
+  detach(): void {
+    if (this.#link) this.broker.cluster.replication.detach(this.#link);
+  }
+
+  #open(): ReplicaLink {
+    const { out, session } = this;
+    return {
+      peerId: session.clientId,
+      get backlogBytes() {
+        return out.pendingBytes;
+      },
+      pushFramed: (bytes) => {
+        if (session.isClosed) return;
+        out.batch.pushFramed(bytes);
+        session.dirty();
+      },
+      fail: (code, message) => session.fail(code, message),
+    };
+  }
+}
