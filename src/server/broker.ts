@@ -10,7 +10,7 @@ import { channelSettings, type Config, durableKey } from "./config/config.ts";
 import { type CompiledSchema, compileSchemas } from "./schema/schema.ts";
 import { Authenticator } from "./security/authenticator.ts";
 import type { KeyRegistry } from "./security/pinning.ts";
-import { compileRules, ExclusiveOwners, notAllowed, type Rules } from "./security/rules.ts";
+import { compileRules, ExclusiveOwners, type Rules } from "./security/rules.ts";
 import type { AuthProof } from "../protocol/ops.ts";
 import { Logger } from "./log.ts";
 import { groupKeyOf, Handler, type HandlerKind } from "./queue/message.ts";
@@ -20,12 +20,13 @@ import { Stats } from "./stats/stats.ts";
 import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
 import { snapshotOf } from "./cluster/snapshot.ts";
 import { DeadLetters } from "./dead_letters.ts";
-import { conform, Routes } from "./routes.ts";
+import { Routes } from "./routes.ts";
 import { Pager } from "./queue/pager.ts";
 import { DiskFloor } from "./store/disk_floor.ts";
 import type { Copy } from "./queue/message.ts";
 import type { Peer } from "./peer.ts";
 import { Placement } from "./placement.ts";
+import { admit, type AdmissionHost, type Sender } from "./admission.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -34,8 +35,7 @@ export interface BrokerOptions {
   store?: Store | null;
 }
 
-/** What `send` needs to know of the sender: a connection, or the admin API publishing. */
-export type Sender = Pick<Peer, "clientId" | "grants">;
+export type { Sender } from "./admission.ts";
 
 /**
  * Sessions reach the broker through a narrow surface: `attach`/`detach` a connection,
@@ -78,6 +78,8 @@ export class Broker {
   readonly disk: DiskFloor | null;
   /** Which queues this broker's group owns, when queues are spread over groups (`cluster.etcd`). */
   readonly placement: Placement;
+  /** What every send passes (admission.ts), reading the broker's state as it is at each send. */
+  readonly #admission: AdmissionHost;
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.#config = config;
@@ -161,6 +163,26 @@ export class Broker {
       })
       : null;
     this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
+    const routes = this.#routes;
+    const intake = this.#intake;
+    this.#admission = {
+      get stopping() {
+        return broker.stopping;
+      },
+      get isMaster() {
+        return broker.isMaster;
+      },
+      get rules() {
+        return broker.rules;
+      },
+      routes,
+      placement: this.placement,
+      intake,
+      cluster: this.cluster,
+      disk: this.disk,
+      store: this.store,
+      now: () => this.now(),
+    };
   }
 
   get config(): Config {
@@ -337,59 +359,9 @@ export class Broker {
     return queue;
   }
 
-  /**
-   * Accepts a message. Returns nothing when it is safe (or a promise that settles when it is);
-   * throws a KittenError when it is refused. A message id seen recently is accepted again
-   * without being queued twice: the sender resent it after a reconnect.
-   */
+  /** Takes a message (admission.ts); throws a KittenError when it is refused. */
   send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
-    if (this.#stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
-    const route = this.#routes.of(channelName);
-    const { endpoint, version, destination } = route;
-    if (!this.#rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
-      throw notAllowed(sender.clientId, "send", channelName);
-    }
-    // A queue used for the first time is placed on a group first (queue map, etcd).
-    if (route.unplaced !== undefined) return this.placement.place(route.unplaced).then(() => this.send(channelName, messageId, body, sender));
-    const { queue, schema } = route;
-    // A resend of an accepted message is confirmed before anything is paid for it (its format
-    // was checked the first time); one being committed is confirmed with that commit.
-    const resent = this.#intake.resent(messageId);
-    if (resent !== false) {
-      if (!this.isMaster) return resent === true ? undefined : resent;
-      if (resent === true && this.#intake.isUnlogged(messageId)) {
-        // Streamed as the first send was stored: in its channel's format.
-        const stored = schema ? conform(schema, channelName, queue.name, body) : body;
-        return this.#intake.streamResend(channelName, this.#intake.create(messageId, queue, destination, stored, this.now()));
-      }
-      return this.#intake.confirmHeld(channelName, resent);
-    }
-    if (schema) body = conform(schema, channelName, queue.name, body);
-    const held = queue.held;
-    if (held >= queue.settings.maxMessagesPerQueue) {
-      throw new KittenError(
-        "QUEUE_FULL",
-        `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
-      );
-    }
-    if (queue.settings.durability !== "memory") {
-      if (this.disk?.low) throw this.disk.refusal(channelName);
-      const refused = this.store?.refusal?.(channelName);
-      if (refused) throw refused;
-    }
-    const master = this.isMaster;
-    if (master) this.cluster.replication.checkReplicas(channelName);
-    const message = this.#intake.create(messageId, queue, destination, body, this.now());
-    // Replicas store it while this broker does: the two commits overlap.
-    const index = master ? this.cluster.replication.append(message) : 0;
-    if (!master) this.#intake.noteUnlogged(messageId);
-    const stored = this.#intake.store(queue, message, index);
-    const replicated = master ? this.cluster.replication.waitFor(index, channelName) : undefined;
-    if (replicated === undefined) return stored;
-    // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it
-    // is not queued twice, and it is streamed again before that resend is confirmed.
-    replicated.catch(() => this.#intake.noteUnlogged(messageId));
-    return stored === undefined ? replicated : stored.then(() => replicated);
+    return admit(this.#admission, channelName, messageId, body, sender);
   }
 
   /**

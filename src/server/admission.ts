@@ -1,0 +1,91 @@
+/**
+ * Whether a send is taken, and how it is made safe: the checks every send passes (soft-stop, the
+ * channel's route, write rules, the queue map, a resend of a message already taken, the format,
+ * a full queue, a full disk), then the intake that numbers and stores it and the replication that
+ * copies it to the in-sync slaves. The broker hands every SEND here (broker.send).
+ */
+import { KittenError } from "../protocol/mod.ts";
+import type { Cluster } from "./cluster/cluster.ts";
+import type { Intake } from "./intake.ts";
+import type { Placement } from "./placement.ts";
+import { conform, type Routes } from "./routes.ts";
+import { notAllowed, type Rules } from "./security/rules.ts";
+import type { DiskFloor } from "./store/disk_floor.ts";
+import type { Store } from "./store/store.ts";
+import type { Peer } from "./peer.ts";
+
+/** What `send` needs to know of the sender: a connection, or the admin API publishing. */
+export type Sender = Pick<Peer, "clientId" | "grants">;
+
+export interface AdmissionHost {
+  readonly stopping: boolean;
+  readonly isMaster: boolean;
+  readonly rules: Rules;
+  readonly routes: Routes;
+  readonly placement: Placement;
+  readonly intake: Intake;
+  readonly cluster: Cluster;
+  readonly disk: DiskFloor | null;
+  readonly store: Store | null;
+  now(): number;
+}
+
+/**
+ * Accepts a message. Returns nothing when it is safe (or a promise that settles when it is);
+ * throws a KittenError when it is refused. A message id seen recently is accepted again without
+ * being queued twice: the sender resent it after a reconnect.
+ */
+export function admit(host: AdmissionHost, channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
+  if (host.stopping) throw new KittenError("STOPPING", `Cannot send to "${channelName}": the broker is stopping`);
+  const route = host.routes.of(channelName);
+  const { endpoint, version, destination } = route;
+  const rules = host.rules;
+  if (!rules.isOpen && !sender.grants.canWrite(endpoint, version, destination)) {
+    throw notAllowed(sender.clientId, "send", channelName);
+  }
+  // A queue used for the first time is placed on a group first (queue map, etcd).
+  if (route.unplaced !== undefined) {
+    return host.placement.place(route.unplaced).then(() => admit(host, channelName, messageId, body, sender));
+  }
+  const { queue, schema } = route;
+  const intake = host.intake;
+  // A resend of an accepted message is confirmed before anything is paid for it (its format
+  // was checked the first time); one being committed is confirmed with that commit.
+  const resent = intake.resent(messageId);
+  if (resent !== false) {
+    if (!host.isMaster) return resent === true ? undefined : resent;
+    if (resent === true && intake.isUnlogged(messageId)) {
+      // Streamed as the first send was stored: in its channel's format.
+      const stored = schema ? conform(schema, channelName, queue.name, body) : body;
+      return intake.streamResend(channelName, intake.create(messageId, queue, destination, stored, host.now()));
+    }
+    return intake.confirmHeld(channelName, resent);
+  }
+  if (schema) body = conform(schema, channelName, queue.name, body);
+  const held = queue.held;
+  if (held >= queue.settings.maxMessagesPerQueue) {
+    throw new KittenError(
+      "QUEUE_FULL",
+      `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
+    );
+  }
+  if (queue.settings.durability !== "memory") {
+    if (host.disk?.low) throw host.disk.refusal(channelName);
+    const refused = host.store?.refusal?.(channelName);
+    if (refused) throw refused;
+  }
+  const master = host.isMaster;
+  const replication = host.cluster.replication;
+  if (master) replication.checkReplicas(channelName);
+  const message = intake.create(messageId, queue, destination, body, host.now());
+  // Replicas store it while this broker does: the two commits overlap.
+  const index = master ? replication.append(message) : 0;
+  if (!master) intake.noteUnlogged(messageId);
+  const stored = intake.store(queue, message, index);
+  const replicated = master ? replication.waitFor(index, channelName) : undefined;
+  if (replicated === undefined) return stored;
+  // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it
+  // is not queued twice, and it is streamed again before that resend is confirmed.
+  replicated.catch(() => intake.noteUnlogged(messageId));
+  return stored === undefined ? replicated : stored.then(() => replicated);
+}
