@@ -1,18 +1,23 @@
 /**
  * The Kitten-MQ client: `connect`, `send`, `listen`, `consume`, `disconnect`, with callbacks (0.12's
- * API, unchanged) and promises. It keeps what the user asked for (subscriptions, unconfirmed sends,
- * pending requests) independently of connections, and replays it on every broker that accepts
- * the client, so nothing is lost across reconnects.
+ * API, unchanged) and promises.
+ *
+ * Each operation goes to the group of brokers that owns its queue. Brokers without a queue map (no
+ * `cluster.etcd`) serve every queue: everything goes to the brokers of `hosts`, one group, through
+ * one GroupClient (group_client.ts). Brokers with a map say so in WELCOME; `hosts` is then a seed:
+ * the client asks it where each queue lives (MAP) and opens links to the brokers of every group it
+ * uses, one GroupClient per group. A broker that does not own a queue refuses with NOT_OWNER,
+ * naming the owner and the map epoch; when that is newer than what the client knew it is followed
+ * at once, so an operation reaches the owner after one redirect, and a move never fails a send.
  */
 import { EventEmitter } from "node:events";
-import { type Challenge, isErrorCode, KittenError, OP, RecentMap, type RoleInfo, shouldResend } from "../protocol/mod.ts";
-import { HostConnection } from "./connection.ts";
-import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
-import { type HostStatus, MasterTracker } from "./masters.ts";
-import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
-import { type PendingSend, PendingSends } from "./pending_sends.ts";
-import { Receiver } from "./receiver.ts";
-import { checkFrameSize, SendFrames } from "./send_frames.ts";
+import { clearTimeout, setTimeout } from "node:timers";
+import { isRetryable, KittenError, parseChannel, queueName, type WelcomeInfo } from "../protocol/mod.ts";
+import { GroupClient, type GroupHooks } from "./group_client.ts";
+import type { MapView } from "./map_requests.ts";
+import type { HostStatus } from "./masters.ts";
+import { type ClientOptions, defaultOptions, parseHost, parseOptions } from "./options.ts";
+import { redirectOf, Routing } from "./routing.ts";
 import {
   type ChannelInput,
   type ConsumeHandler,
@@ -23,62 +28,44 @@ import {
 } from "./subscription.ts";
 import { type Dial, dialTcp } from "./transport.ts";
 
-interface Pending {
-  resolve(): void;
-  reject(error: KittenError): void;
-}
-
-interface PendingRequest extends Pending {
-  op: unknown[];
-}
-
 type Callback = (error: KittenError | null) => void;
 
-/** How many confirmed sends the client keeps to bring a slave that was away up to date. */
-const CONFIRMED_WINDOW = 20_000;
+/** `unknown` until the first broker's welcome says whether queues follow a map. */
+type Mode = "unknown" | "single" | "routed";
+
+interface Placed {
+  subscription: Subscription;
+  /** The group client it is registered with; null while its queue's owner is looked up. */
+  on: GroupClient | null;
+}
+
+/** Wait before asking again when a broker's map is no newer than the client's, or etcd is away. */
+const RETRY_MS = 100;
 
 export class Client extends EventEmitter {
-  #options: ClientOptions | null = null;
-  #connections: HostConnection[] = [];
-  readonly #subscriptions = new Map<number, Subscription>();
-  /** Unconfirmed sends by ref, in send order: replayed on every (re)connection and promotion, resent after a refusal that waiting fixes. */
-  readonly #sends = new PendingSends({
-    write: (send) => {
-      for (const connection of this.#connections) if (connection.takesCopies) connection.sendFramed(send.frame);
-    },
-    resend: (send) => this.#resend(send),
-    whyNoMaster: (channel) => this.#masters.whyNoMaster(channel),
-  });
-  /** Unanswered addId/removeId/close requests by ref. */
-  readonly #requests = new Map<number, PendingRequest>();
-  /** Registration refs awaiting an answer, with the connection they went to. */
-  readonly #registrations = new Map<number, { subscription: Subscription; connection: HostConnection }>();
-  #connectWaiters: Pending[] = [];
-  #nextRef = 1;
-  #nextSub = 1;
-  readonly #masters = new MasterTracker(() => this.#connections, {
-    master: (host, epoch) => this.#tell("master", { host, epoch }),
-    problem: (error) => this.#report(error),
-  });
-  readonly #receiver = new Receiver(
-    this.#subscriptions,
-    this.#masters,
-    () => this.#connections,
-    (error) => this.#report(error),
-  );
-  /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
-  readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
-  readonly #frames: SendFrames = new SendFrames();
   readonly #dial: Dial;
+  #options: ClientOptions | null = null;
+  #mode: Mode = "unknown";
+  /** The brokers of `hosts`: every queue's group without a map, the one asked where queues live with one. */
+  #seed: GroupClient;
+  readonly #groups = new Map<string, GroupClient>();
+  readonly #routing = new Routing();
+  readonly #subscriptions = new Map<number, Placed>();
+  /** Queues whose owner the seed is being asked for. */
+  readonly #locating = new Map<string, Promise<void>>();
+  #nextSub = 1;
 
   constructor(dial: Dial = dialTcp) {
     super();
     this.#dial = dial;
+    this.#seed = this.#newSeed();
   }
 
   /** True while at least one broker has accepted the client. */
   isConnected(): boolean {
-    return this.#connections.some((connection) => connection.isOpen);
+    if (this.#seed.isConnected()) return true;
+    for (const group of this.#groups.values()) if (group.isConnected()) return true;
+    return false;
   }
 
   /**
@@ -86,78 +73,68 @@ export class Client extends EventEmitter {
    * the client; rejects when every host refused it. Network failures are retried forever.
    */
   connect(config: Partial<ClientOptions>, callback?: Callback): Promise<void> {
-    if (this.#options) {
+    if (this.#options && !this.#seed.idle) {
       return withCallback(Promise.reject(new Error("Cannot connect: the client is already connected; call disconnect() first")) as Promise<void>, callback);
     }
     const options = parseOptions(config);
+    if (this.#options) this.#reset(); // every host refused the last connect(): start again
     this.#options = options;
-    const done = new Promise<void>((resolve, reject) => this.#connectWaiters.push({ resolve, reject }));
-    // The key pair is read (or created) once; every broker's challenge is signed with it.
-    const keys = loadOrCreateKeys(options.keysDirectory, options.keysName);
-    keys.catch(() => {}); // reported below, through connect()'s promise
-    const prove = async (host: Host, challenge: Challenge) => {
-      const { privateKey, publicKeyPem } = await keys;
-      const token = await signHelloToken({
-        privateKey,
-        clientId: options.clientId,
-        audience: host.serviceId ?? challenge.serviceId,
-        nonce: challenge.nonce,
-      });
-      return [OP.AUTH, { token, publicKey: publicKeyPem }];
-    };
-    this.#connections = options.hosts.map((label) =>
-      new HostConnection(parseHost(label), options, {
-        open: (connection) => this.#onOpen(connection),
-        close: (connection, error, wasOpen) => this.#onClose(connection, error, wasOpen),
-        refused: (connection, error) => this.#onRefused(connection, error),
-        frame: (connection, value) => this.#onFrame(connection, value),
-        deliver: (connection, delivery) => this.#receiver.receive(connection, delivery),
-        error: (_connection, error) => this.#report(asError(error)),
-      }, this.#dial, prove)
-    );
-    // A key read outlives a disconnect(): it acts only on the connect() that started it.
-    keys.then(
-      () => {
-        if (this.#options !== options) return;
-        for (const connection of this.#connections) connection.start();
-      },
-      (error: KittenError) => {
-        if (this.#options !== options) return;
-        this.#reset(error);
-      },
-    );
-    return withCallback(done, callback);
+    return this.#seed.connect(options, callback);
   }
 
   /**
    * Sends `data` to `channel` (`endpoint/version/id`, or `endpoint/version/*` to broadcast).
-   * Resolves when the master confirms; rejects with a KittenError carrying a `code`. A refusal
-   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING) does not reject, nor does the lack of a
-   * master (no broker reached, only slaves, an old master fenced): the send goes again, with the
-   * same message id, until it is confirmed or `sendTimeoutMs` has passed since this call, and
-   * then rejects with TIMEOUT, naming why.
+   * Resolves when the master of the queue's group confirms; rejects with a KittenError carrying a
+   * `code`. A refusal that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING, a queue moving to another
+   * group) does not reject, nor does the lack of a master: the send goes again, with the same
+   * message id, until it is confirmed or `sendTimeoutMs` has passed since this call, and then
+   * rejects with TIMEOUT, naming why.
    */
   send(channel: string, data: unknown, callback?: Callback): Promise<void> {
     return withCallback(this.#send(channel, data), callback);
   }
 
   #send(channel: string, data: unknown): Promise<void> {
+    if (this.#mode === "single") return this.#seed.send(channel, data);
+    const deadline = performance.now() + (this.#options ?? defaultOptions()).sendTimeoutMs;
+    if (this.#mode === "routed") return this.#sendRouted(channel, data, deadline);
+    // Before any welcome the seed takes it; if queues turn out to follow a map, it hands it back.
+    return this.#seed.send(channel, data).catch((error) => this.#rerouted(error, channel, data, deadline));
+  }
+
+  #sendRouted(channel: string, data: unknown, deadline: number): Promise<void> {
+    let queue: string;
     try {
-      this.#frames.check(channel, data);
-      const { maxPendingMessages: limit, sendTimeoutMs } = this.#options ?? defaultOptions();
-      if (this.#sends.size >= limit) {
-        throw new KittenError(
-          "QUEUE_FULL",
-          `Cannot send to "${channel}": ${this.#sends.size} sends await confirmation (maxPendingMessages ${limit})`,
-        );
-      }
-      const ref = this.#nextRef++;
-      const frame = this.#frames.frame(ref, channel, data);
-      for (const connection of this.#connections) if (connection.isOpen) checkFrameSize(connection, channel, frame);
-      return this.#sends.add(ref, channel, frame, sendTimeoutMs);
+      const parsed = parseChannel(channel, "Cannot send to");
+      queue = queueName(parsed.endpoint, parsed.version);
     } catch (error) {
       return Promise.reject(error);
     }
+    const group = this.#ownerOf(queue);
+    if (group === null) return this.#locate(queue, channel, deadline).then(() => this.#sendRouted(channel, data, deadline));
+    const remaining = Math.max(1, Math.ceil(deadline - performance.now()));
+    return group.send(channel, data, undefined, remaining).catch((error) => this.#rerouted(error, channel, data, deadline));
+  }
+
+  /** A send refused with NOT_OWNER goes to the owner the refusal names (or the map names); any other refusal stands. */
+  #rerouted(error: unknown, channel: string, data: unknown, deadline: number): Promise<void> {
+    if (!(error instanceof KittenError) || error.code !== "NOT_OWNER" || this.#mode !== "routed") return Promise.reject(error);
+    if (performance.now() >= deadline) {
+      return Promise.reject(
+        new KittenError("TIMEOUT", `Cannot send to "${channel}": no group took it within sendTimeoutMs; it was last refused with NOT_OWNER`, undefined, {
+          cause: error,
+        }),
+      );
+    }
+    const redirect = redirectOf(error.details);
+    if (redirect && this.#routing.redirect(redirect)) {
+      this.#follow([redirect.queue]);
+      return this.#sendRouted(channel, data, deadline);
+    }
+    // No newer owner named (a send handed back before any link opened, or a broker whose map is
+    // behind the client's): ask where the queue lives, after a pause if a broker refused it.
+    if (redirect) this.#routing.forget(redirect.queue);
+    return (redirect ? pause(RETRY_MS) : Promise.resolve()).then(() => this.#sendRouted(channel, data, deadline));
   }
 
   /** Fan-out: every listening clientId gets each message; acked automatically. */
@@ -172,41 +149,46 @@ export class Client extends EventEmitter {
 
   /** Closes every connection; unconfirmed sends (those waiting for a resend too) and requests are rejected with CLOSED. */
   disconnect(callback?: Callback): Promise<void> {
-    const wasConnected = this.isConnected();
-    this.#reset(new KittenError("CLOSED", "Cannot complete: the client was disconnected"), (send) => {
-      // As TIMEOUT does: no master to confirm it (read before the links stop), or its last refusal.
-      const why = this.#sends.whyWaiting(send);
-      return new KittenError(
-        "CLOSED",
-        `Cannot send to "${send.channel}": the client was disconnected before a broker confirmed it` +
-          (why ? `; it was last refused with ${why.code}` : ""),
-        undefined,
-        why ? { cause: why } : undefined,
-      );
-    });
-    if (wasConnected) this.#tell("disconnect");
+    this.#reset();
     return withCallback(Promise.resolve(), callback);
   }
 
-  /**
-   * Back to idle (disconnect, keys that cannot be read, every host refusing): links stopped, and
-   * every send, request, registration and connect() still waiting is rejected with `error`, so
-   * nothing waits for a connection that will not come. Subscriptions stay, for the next connect().
-   */
-  #reset(error: KittenError, sendError: (send: PendingSend) => KittenError = () => error): void {
-    // First, while the links still say why no master confirmed a send (rejections settle later).
-    this.#sends.rejectAll(sendError);
-    for (const connection of this.#connections) connection.stop();
-    this.#connections = [];
-    this.#options = null;
-    for (const pending of [...this.#requests.values(), ...this.#connectWaiters]) pending.reject(error);
-    this.#requests.clear();
-    this.#connectWaiters = [];
-    for (const { subscription } of this.#registrations.values()) subscription.abandon(error);
-    this.#registrations.clear();
+  /** Where each host stands: connected or not, its role, epoch and group, and which one is master. */
+  status(): HostStatus[] {
+    const statuses: HostStatus[] = [];
+    const seen = new Set<string>();
+    for (const group of this.#groups.values()) {
+      for (const status of group.status()) {
+        seen.add(address(status.host));
+        statuses.push(status);
+      }
+    }
+    for (const status of this.#seed.status()) if (!seen.has(address(status.host))) statuses.push(status);
+    return statuses;
   }
 
-  // ── subscriptions and requests ─────────────────────────────────────────────────────────────
+  /**
+   * Every link is stopped and every send and request still waiting is rejected with CLOSED (by the
+   * group clients); subscriptions stay, registered again at the next connect().
+   */
+  #reset(): void {
+    const groups = [...this.#groups.values()];
+    const seed = this.#seed;
+    this.#groups.clear();
+    this.#routing.clear();
+    this.#locating.clear();
+    this.#mode = "unknown";
+    this.#options = null;
+    this.#seed = this.#newSeed();
+    for (const placed of this.#subscriptions.values()) {
+      placed.on = this.#seed;
+      this.#seed.attach(placed.subscription);
+    }
+    for (const group of groups) group.disconnect();
+    seed.disconnect();
+  }
+
+  // ── subscriptions ──────────────────────────────────────────────────────────────────────────
 
   #subscribe(
     kind: "listen" | "consume",
@@ -214,9 +196,9 @@ export class Client extends EventEmitter {
     handler: ListenHandler | ConsumeHandler,
     options: SubscribeOptions,
   ): Subscription {
-    const subscription = new Subscription(this.#nextSub++, kind, channel, handler, options, {
-      request: (op) => this.#request(op),
-      unsubscribe: (sub) => this.#unsubscribe(sub),
+    const subscription: Subscription = new Subscription(this.#nextSub++, kind, channel, handler, options, {
+      request: (build) => this.#placed(subscription)?.on?.request(build) ?? Promise.resolve(),
+      unsubscribe: (closed) => this.#unsubscribe(closed),
     });
     if (subscription.invalid) {
       const error = subscription.invalid;
@@ -229,216 +211,220 @@ export class Client extends EventEmitter {
       });
       return subscription;
     }
-    this.#subscriptions.set(subscription.sub, subscription);
-    for (const connection of this.#connections) if (connection.isOpen) this.#register(connection, subscription);
+    const placed: Placed = { subscription, on: null };
+    this.#subscriptions.set(subscription.sub, placed);
+    this.#place(placed);
     return subscription;
   }
 
-  #register(connection: HostConnection, subscription: Subscription): void {
-    const ref = this.#nextRef++;
-    this.#registrations.set(ref, { subscription, connection });
-    connection.send(subscription.registration(ref));
+  #placed(subscription: Subscription): Placed | undefined {
+    return this.#subscriptions.get(subscription.sub);
   }
 
-  /**
-   * A broker that is away forgets the subscription with the connection, and it is not registered
-   * again on reconnect: only the open links need an UNSUBSCRIBE.
-   */
   #unsubscribe(subscription: Subscription): Promise<void> {
+    const placed = this.#subscriptions.get(subscription.sub);
     this.#subscriptions.delete(subscription.sub);
-    if (!this.isConnected()) return Promise.resolve();
-    return this.#request((ref) => [OP.UNSUBSCRIBE, ref, subscription.sub]);
+    return placed?.on?.detach(subscription) ?? Promise.resolve();
   }
 
-  #request(build: (ref: number) => unknown[]): Promise<void> {
-    const ref = this.#nextRef++;
-    const op = build(ref);
+  /** Registers a subscription with the group owning its queue: the seed without a map, else once the owner is known. */
+  #place(placed: Placed): void {
+    const { subscription } = placed;
+    if (this.#mode !== "routed") {
+      placed.on = this.#seed;
+      this.#seed.attach(subscription);
+      return;
+    }
+    const queue = queueName(subscription.endpoint, subscription.version);
+    const group = this.#ownerOf(queue);
+    if (group) {
+      placed.on = group;
+      group.attach(subscription);
+      return;
+    }
+    placed.on = null;
+    const seed = this.#seed;
+    this.#locate(queue, `${queue}/*`, Infinity).then(
+      () => this.#replace(placed, seed),
+      (error: KittenError) => {
+        if (this.#seed !== seed || this.#subscriptions.get(subscription.sub) !== placed) return;
+        if (isRetryable(error.code)) pause(RETRY_MS).then(() => this.#replace(placed, seed));
+        else subscription.settle(error);
+      },
+    );
+  }
+
+  /** Places a subscription again after a lookup, unless it was closed or the client reset meanwhile. */
+  #replace(placed: Placed, seed: GroupClient): void {
+    if (this.#seed !== seed || this.#subscriptions.get(placed.subscription.sub) !== placed || placed.on !== null) return;
+    this.#place(placed);
+  }
+
+  /** Subscriptions of queues whose owner changed leave their old group and register with the new one. */
+  #follow(queues: readonly string[]): void {
+    const moved = new Set(queues);
+    for (const placed of this.#subscriptions.values()) {
+      const { subscription } = placed;
+      const queue = queueName(subscription.endpoint, subscription.version);
+      if (!moved.has(queue) || placed.on === null) continue;
+      const owner = this.#ownerOf(queue);
+      if (owner === placed.on) continue;
+      placed.on.detach(subscription).catch(() => {}); // the old owner requeues what it delivered
+      placed.on = null;
+      this.#place(placed);
+    }
+  }
+
+  // ── the map ────────────────────────────────────────────────────────────────────────────────
+
+  /** The group client of the group owning `queue`, or null while the owner (or its brokers) is unknown. */
+  #ownerOf(queue: string): GroupClient | null {
+    const owner = this.#routing.owner(queue);
+    if (!owner) return null;
+    const known = this.#groups.get(owner.group);
+    if (known) return known;
+    const brokers = this.#routing.brokers(owner.group);
+    if (brokers.length === 0 || !this.#options) return null;
+    // The seed hosts of that group too: a broker the user named may not be listed yet (it joins the
+    // map under its lease a moment after it starts).
+    const named = this.#seed.status().filter((status) => status.group === owner.group).map((status) => status.host);
+    const hosts = [...this.#withToken(brokers), ...named];
+    const group: GroupClient = new GroupClient(this.#dial, {
+      nextSub: () => this.#nextSub++,
+      refused: (subscription: Subscription, error: KittenError): boolean => this.#registrationRefused(group, subscription, error),
+    });
+    group.on("master", (...args: unknown[]) => this.emit("master", ...args));
+    group.on("error", (error: Error) => this.#report(error));
+    this.#groups.set(owner.group, group);
+    group.connect({ ...this.#options, hosts: unique(hosts) }).catch((error: Error) => this.#report(error));
+    return group;
+  }
+
+  /** Brokers the map lists, as hosts with the seed's token (the map does not carry it). */
+  #withToken(brokers: readonly string[]): string[] {
+    const token = this.#options?.hosts.map((host) => parseHost(host).token).find((value) => value !== null) ?? null;
+    return brokers.map((broker) => (token ? `${broker}#${token}` : broker));
+  }
+
+  /** Asks the seed where `queue` lives; rejects with TIMEOUT past `deadline`, or with the seed's refusal. */
+  #locate(queue: string, channel: string, deadline: number): Promise<void> {
+    let locating = this.#locating.get(queue);
+    if (!locating) {
+      this.#routing.forget(queue);
+      locating = this.#seed.map([queue]).then(
+        (view) => this.#learn(view),
+        (error: KittenError) => (isRetryable(error.code) && error.code !== "TIMEOUT" ? pause(RETRY_MS) : Promise.reject(error)),
+      ).finally(() => this.#locating.delete(queue));
+      this.#locating.set(queue, locating);
+    }
+    if (deadline === Infinity) return locating;
     return new Promise<void>((resolve, reject) => {
-      this.#requests.set(ref, { op, resolve, reject });
-      for (const connection of this.#connections) connection.send(op);
+      const timer = setTimeout(() => {
+        reject(new KittenError("TIMEOUT", `Cannot send to "${channel}": no broker said which group owns queue "${queue}" within sendTimeoutMs`));
+      }, Math.max(1, deadline - performance.now()));
+      locating.then(resolve, reject).finally(() => clearTimeout(timer));
     });
   }
 
-  // ── connection events ──────────────────────────────────────────────────────────────────────
-
-  #onOpen(connection: HostConnection): void {
-    const first = this.#connections.filter((c) => c.isOpen).length === 1;
-    // An old master is told (FENCE) before anything is registered on it.
-    this.#masters.check(connection);
-    if (connection.role === "slave" && connection.takesCopies) this.#catchUp(connection);
-    // Replay, in this order: registrations (with their current ids), requests, then sends.
-    for (const subscription of this.#subscriptions.values()) this.#register(connection, subscription);
-    for (const [ref, request] of this.#requests) {
-      // A subscription closed meanwhile is not registered on this fresh link: nothing to undo.
-      if (!this.#subscriptions.has(request.op[2] as number)) {
-        this.#requests.delete(ref);
-        request.resolve();
-        continue;
-      }
-      connection.send(request.op);
-    }
-    this.#replay(connection);
-    for (const waiter of this.#connectWaiters) waiter.resolve();
-    this.#connectWaiters = [];
-    if (first) this.#tell("connect", { host: connection.host.label, welcome: connection.welcome });
+  #learn(view: MapView): void {
+    const moved = this.#routing.learn(view);
+    for (const [group, client] of this.#groups) client.addHosts(this.#withToken(this.#routing.brokers(group)));
+    if (moved.length > 0) this.#follow(moved);
   }
 
-  #onClose(connection: HostConnection, error: Error | null, wasOpen: boolean): void {
-    // Unanswered registrations on this link are sent again when it reopens.
-    for (const [ref, entry] of this.#registrations) if (entry.connection === connection) this.#registrations.delete(ref);
-    if (error) this.#report(error);
-    const anyOpen = this.#connections.some((c) => c.isOpen && c !== connection);
-    if (wasOpen && !anyOpen) {
-      this.#tell("disconnect", { host: connection.host.label, error });
-    }
+  #registrationRefused(group: GroupClient, subscription: Subscription, error: KittenError): boolean {
+    if (error.code !== "NOT_OWNER") return false;
+    const placed = this.#subscriptions.get(subscription.sub);
+    if (!placed || placed.on !== group) return true; // moved already (every broker of the group refuses)
+    const redirect = redirectOf(error.details);
+    if (redirect) this.#routing.redirect(redirect);
+    else this.#routing.forget(queueName(subscription.endpoint, subscription.version));
+    group.detach(subscription).catch(() => {});
+    placed.on = null;
+    this.#place(placed);
+    return true;
   }
 
-  #onRefused(_connection: HostConnection, error: KittenError): void {
-    this.#report(error);
-    // Every host refused: the client is idle again and connect() may be called anew.
-    if (this.#connections.every((c) => c.state === "stopped")) this.#reset(error);
-  }
+  // ── the seed ───────────────────────────────────────────────────────────────────────────────
 
-  #onFrame(connection: HostConnection, value: unknown[]): void {
-    switch (value[0]) {
-      case OP.OK:
-        for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
-        return;
-      case OP.ERROR: {
-        const code = isErrorCode(value[2]) ? value[2] : "INTERNAL";
-        const error = new KittenError(code, String(value[3]), value[4]);
-        if (typeof value[1] === "number") this.#settle(connection, value[1], error, false);
-        else this.#report(error);
-        return;
-      }
-      case OP.ROLE: {
-        const { role, epoch, replicates } = value[1] as RoleInfo;
-        if (connection.welcome) connection.welcome = { ...connection.welcome, role, epoch };
-        if (typeof replicates === "boolean") connection.replicates = replicates;
-        this.#masters.check(connection);
-        // A slave just promoted gets every unconfirmed send: one it stored already (a copy, or
-        // its old master's stream) is confirmed and not queued twice, one it never got is stored.
-        if (this.#masters.isMaster(connection)) this.#replay(connection);
-        return;
-      }
-      default:
-        return; // PONG and future broker operations need nothing here
-    }
-  }
-
-  /** Answers a send, a request or a registration. */
-  #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
-    const send = this.#sends.get(ref);
-    if (send) return this.#settleSend(connection, send, error, fromSlave);
-    const request = this.#requests.get(ref);
-    if (request) {
-      this.#requests.delete(ref);
-      return error ? request.reject(error) : request.resolve();
-    }
-    const entry = this.#registrations.get(ref);
-    if (!entry) return;
-    this.#registrations.delete(ref);
-    entry.subscription.settle(error);
+  #newSeed(): GroupClient {
+    const hooks: GroupHooks = {
+      nextSub: () => this.#nextSub++,
+      opened: (welcome) => this.#seedOpened(seed, welcome),
+      refused: (subscription, error) => this.#registrationRefused(seed, subscription, error),
+      mapChanged: (view) => this.#learn(view),
+    };
+    const seed: GroupClient = new GroupClient(this.#dial, hooks);
+    for (const event of ["connect", "disconnect", "master"]) seed.on(event, (...args) => this.emit(event, ...args));
+    seed.on("error", (error) => this.#report(error));
+    return seed;
   }
 
   /**
-   * A send is settled by the master only: a slave's "stored as slave" (or its error) does not say
-   * that the message will be delivered, nor does a fenced master's answer. The master's refusal
-   * that waiting fixes (NOT_ENOUGH_REPLICAS, STOPPING…) keeps the send, to be sent again; any other
-   * refusal rejects it.
+   * The first welcome says whether queues follow a map. If they do, what the seed holds (sends and
+   * registrations made before, none of them written yet) goes to each queue's owner. A link of the
+   * seed that opens again asks the map of every queue in use, to be told of its changes again.
    */
-  #settleSend(connection: HostConnection, send: PendingSend, error: KittenError | null, fromSlave: boolean): void {
-    if (fromSlave && !error) connection.storedUpTo = Math.max(connection.storedUpTo, send.ref);
-    if (fromSlave || !this.#masters.isMaster(connection)) return;
-    if (error && shouldResend(error.code)) return this.#sends.refused(send, error);
-    if (error) return this.#sends.fail(send, error);
-    if (this.#someNeedCatchUp(connection)) this.#confirmed.set(send.ref, send.frame);
-    this.#sends.confirm(send);
-  }
-
-  /**
-   * True when a broker besides `master` may need the sends it confirmed, once back (#catchUp): one
-   * that takes no replication stream, or that never said whether it does.
-   */
-  #someNeedCatchUp(master: HostConnection): boolean {
-    for (const connection of this.#connections) if (connection !== master && !connection.replicates) return true;
-    return false;
-  }
-
-  /**
-   * A refused send goes again to the master only: the slaves hold it already, get it from the
-   * master's stream, or get it when they reconnect. With no master connected nothing is written: a new link, or a slave's promotion,
-   * gets every pending send at once (#replay).
-   */
-  #resend(send: PendingSend): void {
-    for (const connection of this.#connections) if (this.#masters.isMaster(connection)) this.#write(connection, send);
-  }
-
-  /**
-   * Every pending send to a new link, or to a slave just promoted, in call order. A link to the
-   * master ends a hold on sends (PendingSends.replay): they have all gone to it.
-   */
-  #replay(connection: HostConnection): void {
-    if (!connection.takesCopies) return; // a slave that takes the stream gets the sends from its master
-    this.#sends.replay((send) => this.#write(connection, send), { toMaster: this.#masters.isMaster(connection) });
-  }
-
-  /** A pending send to one broker; one larger than that broker takes is refused here, for good. */
-  #write(connection: HostConnection, send: PendingSend): void {
-    try {
-      checkFrameSize(connection, send.channel, send.frame);
-    } catch (error) {
-      return this.#sends.fail(send, error as KittenError);
+  #seedOpened(seed: GroupClient, welcome: WelcomeInfo): void {
+    if (seed !== this.#seed) return;
+    if (this.#mode === "routed") {
+      const queues = this.#routing.queues();
+      if (queues.length > 0) seed.map(queues).then((view) => this.#learn(view), () => {});
+      return;
     }
-    connection.sendFramed(send.frame);
-  }
-
-  /** Where each host stands: connected or not, its role and epoch, and which one is master. */
-  status(): HostStatus[] {
-    return this.#masters.status();
-  }
-
-  /**
-   * A slave that was away missed what the master confirmed and acked meanwhile. It gets the sends
-   * confirmed after the last one it stored (from a bounded window), and the acks, again: without
-   * them a failover to it would lose those messages, or deliver acked ones again.
-   */
-  #catchUp(connection: HostConnection): void {
-    for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
-    this.#receiver.catchUp(connection);
-  }
-
-  /**
-   * Emits a lifecycle event ('connect', 'disconnect', 'master'). A listener that throws is
-   * reported, not thrown into the link's code: what comes after the event there (registrations
-   * and resends on a new link, the reconnect of a lost one) must run whatever the listener does.
-   */
-  #tell(event: string, ...args: unknown[]): void {
-    try {
-      this.emit(event, ...args);
-    } catch (error) {
-      this.#report(asError(error));
+    if (this.#mode !== "unknown") return;
+    this.#mode = welcome.map === true ? "routed" : "single";
+    if (this.#mode === "single") return;
+    seed.handOver();
+    for (const placed of this.#subscriptions.values()) {
+      if (placed.on !== seed) continue;
+      seed.release(placed.subscription);
+      placed.on = null;
+      this.#place(placed);
     }
   }
 
-  /** Tells the user through 'error'. Never throws: its callers go on (a NACK, the next frame). */
+  /** Tells the user through 'error'. Never throws: its callers go on. */
   #report(error: Error): void {
     if (this.listenerCount("error") === 0) return;
     try {
       this.emit("error", error);
     } catch (thrown) {
-      // An 'error' listener that throws leaves only the console to tell: emitting 'error' again
-      // would loop, and throwing would skip what the caller does next.
       console.error("kitten-mq: an 'error' listener threw while reporting", error, thrown);
     }
   }
 }
 
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
-}
-
 /** Creates a client (0.12's entry point: `require('kitten-mq').client()`). */
 export function client(): Client {
   return new Client();
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
+}
+
+/** Host labels without a second one for the same `host:port`. */
+function unique(labels: readonly string[]): string[] {
+  const seen = new Set<string>();
+  return labels.filter((label) => {
+    const key = address(label);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/** `host:port` of a host label, to match a seed host with a broker the map lists. */
+function address(label: string): string {
+  try {
+    const host = parseHost(label);
+    return `${host.host}:${host.port}`;
+  } catch {
+    return label;
+  }
+}
+
+function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
 }

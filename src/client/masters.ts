@@ -2,7 +2,8 @@
  * Which broker is master, across a client's hosts. A master with a higher epoch than any seen is
  * the new one; a master below the highest epoch seen is an old master that came back without
  * being demoted: it is told (FENCE) and its deliveries and confirmations are refused. Two masters
- * with the same epoch are reported.
+ * with the same epoch are reported. Epochs are compared within a group only (`welcome.group`): a
+ * client's links may reach several groups (a seed list), each with its own master and epochs.
  */
 import { KittenError, OP } from "../protocol/mod.ts";
 import type { HostConnection } from "./connection.ts";
@@ -21,52 +22,70 @@ export interface HostStatus {
   epoch: number | null;
   /** The broker this client takes deliveries and confirmations from. */
   master: boolean;
+  /** The broker's `cluster.group` (null before welcome, or from a broker that predates groups). */
+  group: string | null;
+}
+
+interface Highest {
+  epoch: number;
+  label: string | null;
 }
 
 export class MasterTracker {
-  /** The highest master epoch seen on any host, and that host. */
-  #epoch = -1;
-  #label: string | null = null;
+  /** Per group: the highest master epoch seen on its hosts, and that host. */
+  readonly #highest = new Map<string, Highest>();
 
   constructor(readonly connections: () => readonly HostConnection[], readonly events: MasterEvents) {}
 
   /** True for an open connection to a master that is not fenced. */
   isMaster(connection: HostConnection): boolean {
     const welcome = connection.welcome;
-    return connection.isOpen && welcome !== null && welcome.role === "master" && (welcome.epoch ?? 0) >= this.#epoch;
+    return connection.isOpen && welcome !== null && welcome.role === "master" && (welcome.epoch ?? 0) >= this.#of(connection).epoch;
+  }
+
+  #of(connection: HostConnection): Highest {
+    const group = connection.welcome?.group ?? "";
+    let highest = this.#highest.get(group);
+    if (!highest) this.#highest.set(group, highest = { epoch: -1, label: null });
+    return highest;
+  }
+
+  #sameGroup(a: HostConnection, b: HostConnection): boolean {
+    return (a.welcome?.group ?? "") === (b.welcome?.group ?? "");
   }
 
   /** Looks at a connection's role after its welcome or a ROLE change. */
   check(connection: HostConnection): void {
     const welcome = connection.welcome;
+    const highest = this.#of(connection);
     // A slave learns the highest epoch seen: promoted later, it must go above it.
-    if (welcome?.role === "slave" && this.#epoch > (welcome.epoch ?? 0)) this.#tellEpoch(connection);
+    if (welcome?.role === "slave" && highest.epoch > (welcome.epoch ?? 0)) this.#tellEpoch(connection);
     if (!welcome || welcome.role !== "master") return;
     const epoch = welcome.epoch ?? 0;
-    if (epoch > this.#epoch) {
-      this.#epoch = epoch;
-      this.#label = connection.host.label;
+    if (epoch > highest.epoch) {
+      highest.epoch = epoch;
+      highest.label = connection.host.label;
       this.events.master(connection.host.label, epoch);
       for (const other of this.connections()) {
-        if (other === connection || !other.isOpen) continue;
+        if (other === connection || !other.isOpen || !this.#sameGroup(other, connection)) continue;
         if (other.role === "master") this.check(other);
         else this.#tellEpoch(other);
       }
       return;
     }
-    if (epoch < this.#epoch) {
+    if (epoch < highest.epoch) {
       this.#tellEpoch(connection);
       this.events.problem(
         new KittenError(
           "FENCED",
-          `Cannot follow "${connection.host.label}" as master: it claims epoch ${epoch}, but "${this.#label}" is master ` +
-            `with epoch ${this.#epoch}; its deliveries are refused`,
+          `Cannot follow "${connection.host.label}" as master: it claims epoch ${epoch}, but "${highest.label}" is master ` +
+            `with epoch ${highest.epoch}; its deliveries are refused`,
         ),
       );
       return;
     }
     const rival = this.connections().find((c) =>
-      c !== connection && c.isOpen && c.role === "master" && c.welcome!.epoch === epoch
+      c !== connection && c.isOpen && c.role === "master" && c.welcome!.epoch === epoch && this.#sameGroup(c, connection)
     );
     if (rival) {
       this.events.problem(
@@ -94,10 +113,11 @@ export class MasterTracker {
     }
     const fenced = open.find((connection) => connection.role === "master");
     if (fenced) {
+      const highest = this.#of(fenced);
       return new KittenError(
         "FENCED",
-        `${action}: "${fenced.host.label}" claims master with epoch ${fenced.welcome!.epoch ?? 0}, below epoch ${this.#epoch} ` +
-          `of "${this.#label}", which is not connected`,
+        `${action}: "${fenced.host.label}" claims master with epoch ${fenced.welcome!.epoch ?? 0}, below epoch ${highest.epoch} ` +
+          `of "${highest.label}", which is not connected`,
       );
     }
     const slaves = open.map((connection) => `"${connection.host.label}"`).join(", ");
@@ -106,7 +126,8 @@ export class MasterTracker {
 
   /** FENCE carries the highest epoch: an old master stops delivering, a slave remembers it. */
   #tellEpoch(connection: HostConnection): void {
-    connection.send([OP.FENCE, { epoch: this.#epoch, master: this.#label ?? "" }]);
+    const highest = this.#of(connection);
+    connection.send([OP.FENCE, { epoch: highest.epoch, master: highest.label ?? "" }]);
   }
 
   status(): HostStatus[] {
@@ -116,6 +137,7 @@ export class MasterTracker {
       role: connection.role,
       epoch: connection.welcome?.epoch ?? null,
       master: this.isMaster(connection),
+      group: connection.welcome?.group ?? null,
     }));
   }
 }

@@ -27,9 +27,9 @@ it("cluster: steady state — only the master delivers; the slaves' depth follow
   await allConnected(consumer);
   await allConnected(publisher);
   expect(consumer.status()).toEqual([
-    { host: a!.host, connected: true, role: "master", epoch: 0, master: true },
-    { host: b!.host, connected: true, role: "slave", epoch: 0, master: false },
-    { host: c!.host, connected: true, role: "slave", epoch: 0, master: false },
+    { host: a!.host, connected: true, role: "master", epoch: 0, master: true, group: "default" },
+    { host: b!.host, connected: true, role: "slave", epoch: 0, master: false, group: "default" },
+    { host: c!.host, connected: true, role: "slave", epoch: 0, master: false, group: "default" },
   ]);
 
   const got: Received[] = [];
@@ -95,7 +95,7 @@ it("cluster: a send is settled by the master only — a client of the slaves alo
   await sent;
   expect(settled).toBe("confirmed");
   expect(masters).toEqual([{ host: b!.host, epoch: 1 }]);
-  expect(mq.status().find((s) => s.host === b!.host)).toEqual({ host: b!.host, connected: true, role: "master", epoch: 1, master: true });
+  expect(mq.status().find((s) => s.host === b!.host)).toEqual({ host: b!.host, connected: true, role: "master", epoch: 1, master: true, group: "default" });
   expect(b!.live("pending/v1")).toBe(1); // confirmed once, stored once (the resend was a duplicate)
 });
 

@@ -3,6 +3,10 @@
  * `Client` to the `FakeBroker` of each host's port. A fake broker welcomes every HELLO (no
  * challenge), records every SEND it reads with the time and the link it read it on, and answers it
  * as the test's `answer` says: `ok()`, `slave()`, `refuse(code)`, or null for no answer.
+ *
+ * Given a `FakeMap` (shared by the fake brokers of one deployment), a fake broker belongs to a
+ * group, says `map: true` in welcome, answers MAP from it, and refuses with NOT_OWNER (naming the
+ * owner, its brokers and the epoch, as a real broker does) a SEND whose queue another group owns.
  */
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import type { ErrorCode } from "../../src/protocol/errors.ts";
@@ -26,8 +30,20 @@ export const ok = (): Answer => (send) => [OP.OK, [send.ref]];
 export const slave = (): Answer => (send) => [OP.OK, [send.ref], "slave"];
 export const refuse = (code: ErrorCode): Answer => (send) => [OP.ERROR, send.ref, code, `Cannot send to "${send.channel}": ${code} (fake)`];
 
+/** The queue map of fake brokers: queue → owner, and each group's broker addresses. */
+export interface FakeMap {
+  queues: Record<string, { group: string; epoch: number }>;
+  groups: Record<string, string[]>;
+}
+
 export class FakeBroker {
   readonly sends: SeenSend[] = [];
+  /** The queues of each MAP request read. */
+  readonly mapRequests: string[][] = [];
+  /** Set with `map`: this broker's group. */
+  group = "default";
+  /** Set: queues follow this map (see the file comment). */
+  map: FakeMap | null = null;
   /** How the broker answers the `index`th SEND it reads (0 first). */
   answer: Answer = ok();
   /** False: new connections are closed at once, as a port with nothing behind it. */
@@ -71,6 +87,15 @@ export class FakeBroker {
     for (const close of [...this.#links.values()]) close();
   }
 
+  #notOwner(send: SeenSend): unknown[] | null {
+    if (!this.map) return null;
+    const queue = send.channel.split("/").slice(0, 2).join("/");
+    const owner = this.map.queues[queue];
+    if (!owner || owner.group === this.group) return null;
+    const details = { queue, group: owner.group, brokers: this.map.groups[owner.group] ?? [], epoch: owner.epoch };
+    return [OP.ERROR, send.ref, "NOT_OWNER", `Cannot serve queue "${queue}" on group "${this.group}" (fake)`, details];
+  }
+
   accept(handlers: TransportHandlers) {
     let open = false;
     let link = 0;
@@ -95,11 +120,18 @@ export class FakeBroker {
         for (const body of decoder.push(bytes)) {
           const op = decode(body) as unknown[];
           if (op[0] === OP.HELLO) {
-            reply([OP.WELCOME, { server: "fake", serviceId: "broker-1", protocol: 1, role: this.role, epoch: this.epoch, maxFrameSize: 1 << 20, version: "0" }]);
+            const welcome = { server: "fake", serviceId: "broker-1", protocol: 1, role: this.role, epoch: this.epoch, maxFrameSize: 1 << 20, version: "0" };
+            reply([OP.WELCOME, this.map ? { ...welcome, group: this.group, map: true } : welcome]);
+          } else if (op[0] === OP.MAP && this.map) {
+            const queues = op[2] as string[];
+            this.mapRequests.push(queues);
+            const owners = Object.fromEntries(queues.filter((queue) => this.map!.queues[queue]).map((queue) => [queue, this.map!.queues[queue]!]));
+            reply([OP.MAP_INFO, op[1], { epoch: 1, queues: owners, groups: this.map.groups }]);
           } else if (op[0] === OP.SEND) {
             const send = { ref: op[1] as number, channel: op[2] as string, messageId: op[3] as string, at: performance.now(), link };
             this.sends.push(send);
-            const answer = this.answer(send, this.sends.length - 1);
+            const refused = this.#notOwner(send);
+            const answer = refused ?? this.answer(send, this.sends.length - 1);
             if (answer) reply(answer);
           }
         }
