@@ -21,6 +21,7 @@ import { type BrokerServer, isLoopbackHost } from "../server/mod.ts";
 import { clientRoutes } from "./clients.ts";
 import { controlRoutes, healthRoutes, type StopHandler } from "./control.ts";
 import { dashboardRoutes } from "./dashboard.ts";
+import { groupRoutes } from "./groups.ts";
 import { historyRoutes } from "./history.ts";
 import { metricsRoutes } from "./metrics.ts";
 import { publishRoutes } from "./publish.ts";
@@ -61,6 +62,7 @@ export function createAdminApp(server: BrokerServer, options: AdminOptions = {})
   app.route("/", historyRoutes(server));
   app.route("/", publishRoutes(server));
   app.route("/", controlRoutes(server, stop));
+  app.route("/", groupRoutes(server));
   app.route("/queues", queueRoutes(server));
   app.route("/clients", clientRoutes(server));
   return app;

@@ -11,6 +11,7 @@ import { Hono } from "hono";
 import type { BrokerServer, Queue } from "../server/mod.ts";
 import { VERSION } from "../version.ts";
 import { Exposition, METRICS_CONTENT_TYPE, type Sample, writeQueueShape } from "./exposition.ts";
+import { writeGroupMetrics } from "./groups.ts";
 import { writeProcessMetrics } from "./process_metrics.ts";
 import { renderStatistics } from "./statistics.ts";
 
@@ -55,6 +56,7 @@ export function renderMetrics(server: BrokerServer): string {
   );
   writeQueueShape(out, queues, "kitten_mq_queue_messages");
   renderStoreGauges(out, server, queues);
+  writeGroupMetrics(out, server);
 
   const histograms = [
     ["kitten_mq_publish_confirm_seconds", "From a send handled to its confirmation queued (the commit included when durable); one send in 64 is timed", stats.publishConfirm],

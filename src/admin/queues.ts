@@ -3,8 +3,8 @@
  * (`/queues/orders/v1`), and `/queues/orders%2Fv1` is accepted too (app.ts rewrites it), as
  * 0.12's dashboard and the links it left behind encode it.
  *
- *   GET    /queues                                       every queue: depths, counters, rates of the last second, handlers
- *   GET    /queues/:endpoint/:version                    one queue: depths per id, consumers, listeners
+ *   GET    /queues                                       every queue: its group, depths, counters, rates of the last second, handlers
+ *   GET    /queues/:endpoint/:version                    one queue: its group, depths per id, consumers, listeners
  *   GET    /queues/:endpoint/:version/messages?limit&offset[&id]   live copies, with a body preview (of one id)
  *   GET    /queues/:endpoint/:version/messages/:messageId     one message, full body, its copies
  *   DELETE /queues/:endpoint/:version[?id=destination]   purge ready, delayed and waiting copies
@@ -17,6 +17,7 @@ import { KittenError } from "../protocol/errors.ts";
 import type { BrokerServer, HandlerInfo, Peer, Queue } from "../server/mod.ts";
 import { depthById, handlerCounts, handlersInfo, message as messageCopies, messages as messagePage } from "../server/mod.ts";
 import { copyView, messageView } from "./display.ts";
+import { queueGroups } from "./groups.ts";
 
 /** At most this many messages per page: a page is built in memory and serialised at once. */
 export const MAX_PAGE = 1000;
@@ -28,7 +29,10 @@ export function queueRoutes(server: BrokerServer): Hono {
 
   app.get("/", (c) => {
     const queues = [...broker.queues.values()].sort((a, b) => a.name.localeCompare(b.name));
-    return c.json({ queues: queues.map((queue) => ({ ...queueSummary(queue, broker), rates: queueRates(server, queue.name) })) });
+    const groups = queueGroups(server, queues.map((queue) => queue.name));
+    return c.json({
+      queues: queues.map((queue) => ({ ...queueSummary(queue, broker, groups.get(queue.name)!), rates: queueRates(server, queue.name) })),
+    });
   });
 
   app.get("/:endpoint/:version", (c) => {
@@ -37,7 +41,7 @@ export function queueRoutes(server: BrokerServer): Hono {
     const ids = [...depthById(queue)].map(([id, depth]) => ({ id, ...depth })).sort((a, b) => a.id.localeCompare(b.id));
     const handlers = handlersInfo(queue).map((handler) => handlerView(handler, sessions));
     return c.json({
-      ...queueSummary(queue, broker),
+      ...queueSummary(queue, broker, queueGroups(server, [queue.name]).get(queue.name)!),
       live: queue.live,
       ids,
       consumers: handlers.filter((handler) => handler.kind === "consume"),
@@ -100,13 +104,15 @@ function queueRates(server: BrokerServer, name: string) {
 }
 
 /**
- * What GET /queues shows of each queue. `paged`: messages of a durable queue left in the store
- * beyond its memory budget; `disk`: the queue's rows in the store and their estimated bytes.
- * Unbounded settings (Infinity) show as null in JSON.
+ * What GET /queues shows of each queue. `group`: the group that owns it (groups.ts: with
+ * cluster.etcd, null while it is not placed; without, this broker's own group). `paged`:
+ * messages of a durable queue left in the store beyond its memory budget; `disk`: the queue's
+ * rows in the store and their estimated bytes. Unbounded settings (Infinity) show as null in JSON.
  */
-export function queueSummary(queue: Queue, broker: BrokerServer["broker"]) {
+export function queueSummary(queue: Queue, broker: BrokerServer["broker"], group: string | null) {
   return {
     name: queue.name,
+    group,
     depth: queue.depth(),
     paged: queue.backlog.count,
     disk: broker.diskUsage(queue.name),

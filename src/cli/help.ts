@@ -23,6 +23,13 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     summary: "Role, uptime, connections, depths and rates of the running broker.",
     example: "kitten-mq status -c kitten-mq.config.json",
   },
+  groups: {
+    usage: "kitten-mq groups [-q QUEUE] [-c FILE] [--json]",
+    summary: "Queues spread over groups (cluster.etcd): every group with its live brokers and its queues, the map epoch, " +
+      "and the broker's own group; with -q, the group that owns one queue. Without cluster.etcd it says there is no map.",
+    options: ["-q, --queue QUEUE   endpoint/version: only its group and that group's brokers"],
+    example: "kitten-mq groups -c kitten-mq.config.json",
+  },
   list: {
     usage: "kitten-mq list [-q QUEUE [-i ID] [-m [--limit N] [--offset N]]] [--json]",
     summary: "Every queue with its depths and counters; with -q, one queue's ids, consumers and listeners; -m adds its messages (as peek).",
@@ -100,6 +107,7 @@ export const HELP = `kitten-mq ${VERSION}: easy to learn, secure and fast messag
 Usage:
   kitten-mq start [-c FILE]                  run the broker (and its admin API) in the foreground
   kitten-mq status [-c FILE]                 role, uptime, connections, depths, rates
+  kitten-mq groups [-q QUEUE]                every group, its brokers and queues (cluster.etcd)
   kitten-mq list [-q QUEUE [-i ID] [-m]]     queues; one queue's ids, consumers, listeners; -m its messages
   kitten-mq peek -q QUEUE [-i ID]            a queue's messages, without taking them
   kitten-mq publish CHANNEL JSON             send one message (endpoint/version/id) through the admin API

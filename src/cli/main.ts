@@ -16,6 +16,7 @@ import { WORKER_COMMAND } from "../bench/mod.ts";
 import { run as bench } from "./commands/bench.ts";
 import { run as benchWorker } from "./commands/bench_worker.ts";
 import { run as deleteQueue } from "./commands/delete.ts";
+import { run as groups } from "./commands/groups.ts";
 import { run as initConf } from "./commands/init_conf.ts";
 import { run as keys } from "./commands/keys.ts";
 import { run as list } from "./commands/list.ts";
@@ -32,6 +33,7 @@ type Command = (args: CliArgs) => Promise<number>;
 const COMMANDS: Record<string, Command> = {
   start,
   status,
+  groups,
   list,
   peek,
   publish,

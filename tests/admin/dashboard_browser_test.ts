@@ -1,7 +1,8 @@
 /**
  * The dashboard in a real browser (Debian's chromium, driven by playwright-core): the page
  * loads under its strict CSP without a script error, and its live numbers move when messages
- * flow through a real client. A screenshot goes to .test-output/dashboard.png.
+ * flow through a real client; with a queue map (real etcd), its Groups panel. A screenshot goes
+ * to .test-output/dashboard.png.
  */
 import { afterAll, describe, expect, it } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -10,7 +11,10 @@ import { join } from "node:path";
 import { Client } from "../../mod.ts";
 import { type AdminServer, startAdmin } from "../../src/admin/mod.ts";
 import { type BrokerServer, memoryLogger, parseConfig, startBroker } from "../../src/server/mod.ts";
+import { encode } from "../../src/protocol/cbor.ts";
 import { waitFor } from "../helpers/broker.ts";
+import { testPrefix } from "../helpers/election.ts";
+import { startEtcd } from "../helpers/etcd.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 import type { Browser } from "playwright-core";
 
@@ -197,5 +201,52 @@ describe("dashboard", () => {
     await page.goto(admin.url);
     await page.waitForSelector("#live.on");
     expect(await page.isHidden("#cluster")).toBe(true);
+    // No queue map (no cluster.etcd): no Groups panel, no Group column.
+    expect(await page.isHidden("#groups-panel")).toBe(true);
+    expect(await page.isHidden(`#queues th.group-col`)).toBe(true);
+  }, 60_000);
+
+  it.skipIf(!HAS_CHROMIUM)("dashboard: with a queue map, a Groups panel lists each group's brokers and queues, and queue rows name their group", async () => {
+    const etcd = await startEtcd();
+    cleanups.push(() => etcd.cleanup());
+    const prefix = testPrefix();
+    const channels = { "a/v1": { group: "g1" }, "b/v1": { group: "g2" } };
+    const served = ["g1", "g2"].map((group) =>
+      startServed({
+        serviceId: `${group}-1`,
+        socketServer: { port: 0, host: "127.0.0.1" },
+        channels,
+        cluster: { peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } },
+      })
+    );
+    const [g1, g2] = served as [ReturnType<typeof startServed>, ReturnType<typeof startServed>];
+    await waitFor(() => {
+      const groups = g1.server.broker.placement.status()!.groups;
+      return g1.server.broker.isMaster && groups.g1?.queues.length === 1 && groups.g2?.queues.length === 1 && groups.g2.brokers.length === 1;
+    }, 15_000, "g1 sees both groups and both queues placed");
+    const broker = g1.server.broker;
+    await broker.send("a/v1/1", "m-1", encode({ hello: 1 }), { clientId: "sender", grants: broker.rules.forClient("sender") });
+
+    const page = await (await launch()).newPage({ viewport: { width: 1360, height: 1100 } });
+    const problems: string[] = [];
+    page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+    await page.goto(g1.admin.url);
+    await page.waitForSelector("#live.on");
+    await page.waitForSelector(`tr[data-queue="a/v1"]`);
+    expect(await page.isVisible("#groups-panel")).toBe(true);
+    expect(await page.textContent("#own-group")).toBe("g1");
+    const row = (group: string, field: string) => page.locator(`#groups tr[data-group="${group}"] [data-field="${field}"]`).textContent();
+    expect(await row("g1", "name")).toBe("g1 (this broker)");
+    expect(await row("g1", "brokers")).toBe(`127.0.0.1:${g1.server.port}@g1-1`);
+    expect(await row("g1", "queues")).toBe("a/v1");
+    expect(await row("g2", "brokers")).toBe(`127.0.0.1:${g2.server.port}@g2-1`);
+    expect(await row("g2", "queues")).toBe("b/v1");
+    expect(await row("g2", "count")).toBe("1");
+    expect(await page.isVisible(`#queues th.group-col`)).toBe(true);
+    expect(await page.locator(`tr[data-queue="a/v1"] [data-field="group"]`).textContent()).toBe("g1");
+    mkdirSync(".test-output", { recursive: true });
+    await page.screenshot({ path: ".test-output/dashboard-groups.png", fullPage: true });
+    expect(problems).toEqual([]);
+    await page.close();
   }, 60_000);
 });
