@@ -106,6 +106,13 @@ export const ERRORS = {
    * `{queue, group, brokers, epoch}`; a client with an older map takes it and sends there at once.
    */
   NOT_OWNER: { status: 421, fatal: false, retryable: true, resend: false },
+  /**
+   * The queue is moving to another group and its sends are held for the switch (well under a
+   * second): the client keeps the send and sends it again; the owner afterwards answers NOT_OWNER.
+   */
+  QUEUE_MOVING: { status: 503, fatal: false, retryable: true, resend: true },
+  /** A queue move cannot start or go on (no such group, a move of that queue already running…); the message says why. */
+  MOVE_REFUSED: { status: 409, fatal: false, retryable: false, resend: false },
 
   // Configuration.
   /** The broker configuration is invalid; the message lists every problem with its key path. */

@@ -10,6 +10,7 @@ export * from "./errors.ts";
 export * from "./frame.ts";
 export * from "./ops.ts";
 export * from "./peer_ops.ts";
+export * from "./move_ops.ts";
 export { type Host, parseHost } from "./host.ts";
 export * from "./channel.ts";
 export { isValidClientId, validateClientId } from "./client_id.ts";

@@ -34,6 +34,11 @@ export const OP = {
   IN_SYNC: 55,
   RESUME: 56,
   CONFIRMED: 57,
+  // source master → target master of a queue move (see move_ops.ts)
+  MOVE_BEGIN: 60,
+  MOVE_APPEND: 61,
+  MOVE_REMOVE: 62,
+  MOVE_ACK: 63,
   // broker → client
   CHALLENGE: 3,
   WELCOME: 4,

@@ -13,6 +13,9 @@ import { notAllowed, type Rules } from "./security/rules.ts";
 import type { DiskFloor } from "./store/disk_floor.ts";
 import type { Store } from "./store/store.ts";
 import type { Peer } from "./peer.ts";
+import type { Moves } from "./move/moves.ts";
+import type { Queue } from "./queue/queue.ts";
+import type { AppendOp } from "../protocol/peer_ops.ts";
 
 /** What `send` needs to know of the sender: a connection, or the admin API publishing. */
 export type Sender = Pick<Peer, "clientId" | "grants">;
@@ -27,6 +30,7 @@ export interface AdmissionHost {
   readonly cluster: Cluster;
   readonly disk: DiskFloor | null;
   readonly store: Store | null;
+  readonly moves: Moves;
   now(): number;
 }
 
@@ -77,7 +81,13 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
   const master = host.isMaster;
   const replication = host.cluster.replication;
   if (master) replication.checkReplicas(channelName);
+  const moves = host.moves;
+  const moving = moves.outgoing.size > 0;
+  if (moving && moves.fenced(queue.name)) {
+    throw new KittenError("QUEUE_MOVING", `Cannot take a send to "${channelName}" now: queue "${queue.name}" is switching to another group; send it again`);
+  }
   const message = intake.create(messageId, queue, destination, body, host.now());
+  if (moving) moves.appended(message);
   // Replicas store it while this broker does: the two commits overlap.
   const index = master ? replication.append(message) : 0;
   if (!master) intake.noteUnlogged(messageId);
@@ -87,5 +97,28 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
   // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it
   // is not queued twice, and it is streamed again before that resend is confirmed.
   replicated.catch(() => intake.noteUnlogged(messageId));
+  return stored === undefined ? replicated : stored.then(() => replicated);
+}
+
+/**
+ * Takes a message a queue move streams in (move/incoming.ts), on the target group's master: no
+ * rules, format or bound (the source checked them when it took the message), stored and
+ * replicated like a send. A message held already (streamed twice) is not queued again.
+ */
+export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp): void | Promise<void> {
+  const [, , messageId, , destination, body, created, deliveries, deadLetter] = append;
+  const intake = host.intake;
+  const resent = intake.resent(messageId);
+  if (resent !== false) return resent === true ? undefined : resent;
+  const channelName = `${queue.name}/${destination}`;
+  const replication = host.cluster.replication;
+  replication.checkReplicas(channelName);
+  const message = intake.create(messageId, queue, destination, body, created);
+  message.deliveries = deliveries;
+  message.deadLetter = deadLetter ?? null;
+  const index = replication.append(message);
+  const stored = intake.store(queue, message, index);
+  const replicated = replication.waitFor(index, channelName);
+  if (replicated === undefined) return stored;
   return stored === undefined ? replicated : stored.then(() => replicated);
 }

@@ -13,12 +13,12 @@ import type { KeyRegistry } from "./security/pinning.ts";
 import { compileRules, ExclusiveOwners, type Rules } from "./security/rules.ts";
 import type { AuthProof } from "../protocol/ops.ts";
 import { Logger } from "./log.ts";
-import { groupKeyOf, Handler, type HandlerKind } from "./queue/message.ts";
 import { Queue } from "./queue/queue.ts";
 import { Intake } from "./intake.ts";
 import { Stats } from "./stats/stats.ts";
 import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
 import { snapshotOf } from "./cluster/snapshot.ts";
+import type { Snapshot } from "./cluster/replica.ts";
 import { DeadLetters } from "./dead_letters.ts";
 import { Routes } from "./routes.ts";
 import { Pager } from "./queue/pager.ts";
@@ -26,7 +26,9 @@ import { DiskFloor } from "./store/disk_floor.ts";
 import type { Copy } from "./queue/message.ts";
 import type { Peer } from "./peer.ts";
 import { Placement } from "./placement.ts";
-import { admit, type AdmissionHost, type Sender } from "./admission.ts";
+import { admit, admitMoved, type AdmissionHost, type Sender } from "./admission.ts";
+import type { AppendOp } from "../protocol/peer_ops.ts";
+import { Moves } from "./move/moves.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -69,7 +71,6 @@ export class Broker {
   #stopping = false;
   /** How accepted messages enter the queues (numbering, storing, dedup of resends). */
   readonly #intake: Intake;
-  #handlerSeq = 0;
   readonly #routes: Routes;
   readonly #deadLetters: DeadLetters;
   /** Pages durable queues beyond their memory budget to the store (null: a store that cannot page, or none). */
@@ -80,6 +81,8 @@ export class Broker {
   readonly placement: Placement;
   /** What every send passes (admission.ts), reading the broker's state as it is at each send. */
   readonly #admission: AdmissionHost;
+  /** Queue moves between groups: asked, driven, taken in (move/moves.ts). */
+  readonly moves: Moves;
 
   constructor(config: Config, options: BrokerOptions = {}) {
     this.#config = config;
@@ -101,6 +104,7 @@ export class Broker {
       log: this.log,
       queues: () => this.queues.values(),
       changed: (queues) => this.#mapChanged(queues),
+      movesChanged: (records) => this.moves.recordsChanged(records),
     });
     this.#routes = new Routes((name) => this.queue(name), () => this.#schemas, (queue) => this.placement.unplaced(queue));
     this.#deadLetters = new DeadLetters({
@@ -150,6 +154,7 @@ export class Broker {
       queues: () => this.queues.values(),
       queue: (name) => this.queue(name),
       pager: () => this.#pager,
+      incoming: (queue) => this.moves.incomingMirror(queue),
     });
     this.#pager = canPage(this.store)
       ? new Pager(this.store, {
@@ -163,6 +168,7 @@ export class Broker {
       })
       : null;
     this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;
+    this.moves = new Moves(this);
     const routes = this.#routes;
     const intake = this.#intake;
     this.#admission = {
@@ -181,6 +187,7 @@ export class Broker {
       cluster: this.cluster,
       disk: this.disk,
       store: this.store,
+      moves: this.moves,
       now: () => this.now(),
     };
   }
@@ -327,7 +334,32 @@ export class Broker {
   #mapChanged(queues: string[]): void {
     this.#routes.clear();
     for (const session of this.#sessions) session.announceMap(queues);
+    for (const queue of queues) this.moves.reconcile(queue);
     this.flush();
+  }
+
+  /** What a queue move streams first: the queue's messages now, in memory, being stored and paged. */
+  snapshot(queue: Queue): Snapshot {
+    return snapshotOf([queue], [...this.#intake.storing()].filter((message) => message.queue === queue.name), this.store);
+  }
+
+  /** True for a broker that may open a peer link: one of `cluster.peers`, or one registered in the queue map's groups. */
+  isPeer(serviceId: string): boolean {
+    return this.cluster.isPeer(serviceId) || this.placement.isMember(serviceId);
+  }
+
+  /**
+   * Forgets a queue another group owns (moved away, or a move into this group rolled back): its
+   * registrations, every copy (in flight too) and its stored rows. Returns how many copies went.
+   */
+  dropQueue(name: string): number {
+    const queue = this.queues.get(name);
+    if (!queue) return 0;
+    for (const handler of queue.handlers()) queue.unsubscribe(handler);
+    const dropped = queue.purge() + this.purgePaged(queue);
+    this.queues.delete(name);
+    this.#routes.clear();
+    return dropped;
   }
 
   /** A client acked, on the master, a copy this slave keeps: drop it here too. */
@@ -349,6 +381,7 @@ export class Broker {
           this.store?.remove(message.record ?? message);
           this.cluster.mirror.forget(message);
           if (this.isMaster) this.cluster.replication.remove(message.id);
+          if (this.moves.outgoing.size > 0) this.moves.settled(message);
           if (queue!.backlog.count > 0) this.#pager?.settled(queue!);
         },
         onStarving: () => this.#pager?.starving(queue!),
@@ -362,6 +395,11 @@ export class Broker {
   /** Takes a message (admission.ts); throws a KittenError when it is refused. */
   send(channelName: string, messageId: string, body: Uint8Array, sender: Sender): void | Promise<void> {
     return admit(this.#admission, channelName, messageId, body, sender);
+  }
+
+  /** A message a queue move streams in (admission.ts, admitMoved). */
+  acceptMoved(append: AppendOp): void | Promise<void> {
+    return admitMoved(this.#admission, this.queue(append[3]), append);
   }
 
   /**
@@ -407,24 +445,6 @@ export class Broker {
   #restore(records: Iterable<StoredMessage>): void {
     const restored = this.#intake.restore(records);
     if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
-  }
-
-  /** Creates a handler for a listen/consume registration (the session validated the channel). */
-  subscribe(
-    session: Peer,
-    kind: HandlerKind,
-    sub: number,
-    endpoint: string,
-    version: string,
-    ids: readonly string[],
-    requestedPrefetch: number | null,
-  ): Handler {
-    const queue = this.queue(queueName(endpoint, version));
-    const limit = kind === "consume" ? queue.settings.prefetch : queue.settings.listenerPrefetch;
-    const prefetch = Math.min(requestedPrefetch ?? limit, limit);
-    const handler = new Handler(this.#handlerSeq++, sub, kind, groupKeyOf(kind, session.clientId), new Set(ids), prefetch, session);
-    queue.subscribe(handler);
-    return handler;
   }
 
   /** Deliveries not yet acked, across queues. */

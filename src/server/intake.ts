@@ -27,6 +27,8 @@ export interface IntakeHost {
   queues(): Iterable<Queue>;
   /** The paging of durable queues (null: a store that cannot page, or none). */
   pager(): Pager | null;
+  /** What tracks the messages of a queue being moved in (move/moves.ts), or null. */
+  incoming(queue: string): Mirror | null;
 }
 
 /** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
@@ -179,15 +181,18 @@ export class Intake {
     this.#recentIds.add(message.id);
     this.host.counters.received++;
     if (this.paged(queue, message)) return;
-    const mirror = this.#mirror();
+    const mirror = this.#mirror(queue);
     mirror?.track(message);
     queue.publish(message);
     mirror?.accepted(queue, message);
   }
 
-  /** A slave tracks the messages it queues, to drop them when the master's clients ack them. */
-  #mirror(): Mirror | null {
-    return this.host.cluster.isMaster ? null : this.host.cluster.mirror;
+  /**
+   * A slave tracks the messages it queues, to drop them when the master's clients ack them; so
+   * does the target of a queue move, for the messages the source settles meanwhile.
+   */
+  #mirror(queue: Queue): Mirror | null {
+    return this.host.incoming(queue.name) ?? (this.host.cluster.isMaster ? null : this.host.cluster.mirror);
   }
 
   /** True when a stored message stays in the store only (its durable queue is beyond its memory budget). */
@@ -210,7 +215,7 @@ export class Intake {
     const message = this.#fromRecord(record);
     // The message stands for its row from now on (the store reads `position`): the record is not kept.
     message.position = record.position;
-    const mirror = this.#mirror();
+    const mirror = this.#mirror(queue);
     mirror?.track(message);
     queue.admit(message, recovered);
     mirror?.accepted(queue, message);
@@ -226,7 +231,7 @@ export class Intake {
       const message = this.#fromRecord(record);
       message.record = record;
       const queue = this.host.queue(record.queue);
-      const mirror = this.#mirror();
+      const mirror = this.#mirror(queue);
       mirror?.track(message);
       queue.restore(message);
       mirror?.accepted(queue, message);

@@ -15,6 +15,7 @@ import type { Config } from "./config/config.ts";
 import type { Logger } from "./log.ts";
 import type { Queue } from "./queue/queue.ts";
 import type { MapView, QueueMap, QueueOwner } from "./cluster/queue_map.ts";
+import type { MoveRecord } from "./cluster/move_records.ts";
 
 export interface PlacementHost {
   readonly config: Config;
@@ -23,6 +24,8 @@ export interface PlacementHost {
   queues(): Iterable<Queue>;
   /** Queues placed or moved: cached routes are dropped and clients that follow the map are told. */
   changed(queues: string[]): void;
+  /** Move records changed (move/moves.ts acts on them). */
+  movesChanged(records: MoveRecord[]): void;
 }
 
 /** Placements waiting for etcd at once; past it a new queue is refused for now (a sender inventing names cannot pile them up). */
@@ -57,6 +60,22 @@ export class Placement {
     return this.#host.config.cluster.group;
   }
 
+  /** The map itself, once loaded (moves use it); null without etcd. */
+  get map(): QueueMap | null {
+    return this.#map;
+  }
+
+  /** True for a broker registered in some group of this deployment: it may link as a peer (a queue move). */
+  isMember(serviceId: string): boolean {
+    return this.#map?.isMember(serviceId) ?? false;
+  }
+
+  /** True when the map says another group owns `queue`. */
+  ownedElsewhere(queue: string): boolean {
+    const owner = this.#map?.owner(queue);
+    return owner !== undefined && owner.group !== this.group;
+  }
+
   /** The newest map revision seen (0 before the map was read, or without etcd). */
   get epoch(): number {
     return this.#map?.epoch ?? 0;
@@ -80,6 +99,7 @@ export class Placement {
           leaseTtlSeconds: etcd.leaseTtlSeconds,
           log: (level, message) => this.#host.log[level]("map", message),
           changed: (queues) => this.#host.changed(queues),
+          movesChanged: (records) => this.#host.movesChanged(records),
         });
         this.#map = map;
         map.start();

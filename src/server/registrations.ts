@@ -6,7 +6,7 @@
 import { checkChannelParts, KittenError, queueName } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import type { Peer } from "./peer.ts";
-import type { Handler, HandlerKind } from "./queue/message.ts";
+import { groupKeyOf, Handler, type HandlerKind } from "./queue/message.ts";
 import type { Queue } from "./queue/queue.ts";
 import { type Action, exclusiveTaken, notAllowed } from "./security/rules.ts";
 
@@ -15,6 +15,24 @@ interface Registration {
   queue: Queue;
   /** Ids this registration owns through an exclusive (`!`) rule; given back when it goes. */
   claims: Set<string>;
+}
+
+/** Handlers are numbered in registration order, across connections: the earliest registrant is served first. */
+let handlerSeq = 0;
+
+/** Subscribes a new handler of `peer` to `queue`; its prefetch is capped by the channel's setting. */
+export function subscribeHandler(
+  queue: Queue,
+  peer: Peer,
+  kind: HandlerKind,
+  sub: number,
+  ids: readonly string[],
+  prefetch: number | null,
+): Handler {
+  const limit = kind === "consume" ? queue.settings.prefetch : queue.settings.listenerPrefetch;
+  const handler = new Handler(handlerSeq++, sub, kind, groupKeyOf(kind, peer.clientId), new Set(ids), Math.min(prefetch ?? limit, limit), peer);
+  queue.subscribe(handler);
+  return handler;
 }
 
 export class Registrations {
@@ -44,8 +62,9 @@ export class Registrations {
     const placing = this.broker.placement.admit(queueName(endpoint, version));
     if (placing !== null) return placing.then(() => this.subscribe(kind, sub, endpoint, version, listed, prefetch));
     const claims = this.#authorizeRead(kind, endpoint, version, ids);
-    const handler = this.broker.subscribe(this.peer, kind, sub, endpoint, version, ids, prefetch);
-    this.#bySub.set(sub, { handler, queue: this.broker.queue(queueName(endpoint, version)), claims });
+    const queue = this.broker.queue(queueName(endpoint, version));
+    const handler = subscribeHandler(queue, this.peer, kind, sub, ids, prefetch);
+    this.#bySub.set(sub, { handler, queue, claims });
   }
 
   /** Adds ids to a registration (read rules checked, exclusive ids claimed) or removes some. */
@@ -69,6 +88,22 @@ export class Registrations {
     this.#bySub.delete(sub);
     registration.queue.unsubscribe(registration.handler);
     this.#unclaim(registration, [...registration.claims]);
+  }
+
+  /**
+   * Registrations of queues another group owns now (a move switched them) end: their unacked
+   * deliveries go back to the queue, which the broker drops. True when any ended.
+   */
+  forgetMoved(queues: readonly string[]): boolean {
+    let ended = false;
+    for (const [sub, registration] of this.#bySub) {
+      if (!queues.includes(registration.queue.name) || !this.broker.placement.ownedElsewhere(registration.queue.name)) continue;
+      this.#bySub.delete(sub);
+      registration.queue.unsubscribe(registration.handler);
+      this.#unclaim(registration, [...registration.claims]);
+      ended = true;
+    }
+    return ended;
   }
 
   /** Acks name deliveries by tag; a tag no longer in flight (timed out, requeued) is ignored. */

@@ -1,12 +1,14 @@
 /**
- * The replication stream a master serves to one peer connection: asked for with SYNC, acknowledged
- * with REPL_ACK, written through the connection's outbox, and detached when the connection goes.
+ * What a peer connection streams: the replication stream a master serves it (asked for with SYNC,
+ * acknowledged with REPL_ACK, written through the connection's outbox, detached when the connection
+ * goes), or a queue move it brings in (MOVE_BEGIN, MOVE_APPEND, MOVE_REMOVE; move/incoming.ts).
  */
 import { checkReplAck, checkSync, KittenError } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
 import type { ErrorCode } from "../protocol/errors.ts";
 import type { Outbox } from "./outbox.ts";
+import { IncomingMove } from "./move/incoming.ts";
 
 /** What the stream needs of its session. */
 export interface StreamSession {
@@ -19,10 +21,13 @@ export interface StreamSession {
   fail(code: ErrorCode, message: string): void;
   /** Confirms a request by ref. */
   confirm(ref: number): void;
+  /** Refuses a request by ref (an ERROR with the error's code). */
+  refuse(ref: number, error: KittenError): void;
 }
 
 export class ReplicaStream {
   #link: ReplicaLink | null = null;
+  #move: IncomingMove | null = null;
 
   constructor(readonly broker: Broker, readonly session: StreamSession, readonly out: Outbox) {}
 
@@ -39,6 +44,33 @@ export class ReplicaStream {
   ack(value: unknown[]): void {
     const [, seq] = checkReplAck(value);
     if (this.#link) this.broker.cluster.replication.ack(this.#link, seq);
+  }
+
+  /** A queue move streamed in by the source group's master. */
+  move(value: unknown[]): void {
+    this.#move ??= this.#incoming();
+    this.#move.handle(value);
+  }
+
+  #incoming(): IncomingMove {
+    const { broker, session, out } = this;
+    return new IncomingMove({
+      get isPeer() {
+        return session.isPeer;
+      },
+      get clientId() {
+        return session.clientId;
+      },
+      begin: (queue, id) => broker.moves.begin(queue, id),
+      append: (append) => broker.acceptMoved(append),
+      push: (op) => {
+        if (session.isClosed) return;
+        out.push(op);
+        session.dirty();
+      },
+      confirm: (ref) => session.confirm(ref),
+      refuse: (ref, error) => session.refuse(ref, error),
+    });
   }
 
   /** The socket took what waited: the stream may write more. */

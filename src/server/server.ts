@@ -115,6 +115,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         sampleStats(broker, now);
         broker.cluster.checkEligibility();
         broker.placement.tick(now);
+        broker.moves.tick(now);
         lastSample = now;
         reclaimer.check();
       }
@@ -168,6 +169,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
         // copies stay stored as they are (redelivered after a restart), uncounted.
         broker.beginShutdown();
         listener.stop(true);
+        await broker.moves.stop("the source broker stopped");
         await broker.placement.stop();
         await broker.cluster.stop();
         await broker.store?.close();

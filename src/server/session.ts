@@ -96,6 +96,7 @@ export class Session implements Peer {
       dirty: () => broker.markDirty(this),
       fail: (code, message) => this.#fail(null, new KittenError(code, message)),
       confirm: (ref) => this.#confirm(ref),
+      refuse: (ref, error) => this.#fail(ref, error),
     }, this.#out);
     this.#decoder = new FrameDecoder(Math.min(HANDSHAKE_MAX_FRAME_SIZE, broker.config.socketServer.maxFrameSize));
   }
@@ -184,6 +185,7 @@ export class Session implements Peer {
         case OP.MAP: return this.#handleMap(value);
         case OP.SYNC: return this.#stream.sync(value);
         case OP.REPL_ACK: return this.#stream.ack(value);
+        case OP.MOVE_BEGIN: case OP.MOVE_APPEND: case OP.MOVE_REMOVE: return this.#stream.move(value);
         default:
           throw new KittenError("UNKNOWN_OP", `Cannot handle operation ${op}: unknown to protocol ${PROTOCOL_VERSION}`);
       }
@@ -219,8 +221,8 @@ export class Session implements Peer {
     }
     if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
     validateClientId(options.client);
-    if (options.peer === true && !this.#broker.cluster.isPeer(options.client)) {
-      throw new KittenError("NOT_A_PEER", `Cannot accept peer "${options.client}": it is not in cluster.peers of "${config.serviceId}"`);
+    if (options.peer === true && !this.#broker.isPeer(options.client)) {
+      throw new KittenError("NOT_A_PEER", `Cannot accept peer "${options.client}": it is neither in cluster.peers of "${config.serviceId}" nor a broker of the queue map`);
     }
     this.isPeer = options.peer === true;
     this.clientId = options.client;
@@ -356,9 +358,14 @@ export class Session implements Peer {
     if (this.state === "open") this.#push(roleFrame(this.#broker));
   }
 
-  /** Owners of `queues` changed (placed, moved): a client that follows the map is told. */
+  /**
+   * Owners of `queues` changed (placed, moved): a client that follows the map is told, and so is one
+   * whose registrations of a queue another group now owns end here (it registers with the owner).
+   */
   announceMap(queues: string[]): void {
-    if (this.state === "open" && this.#followsMap) this.#push(mapFrame(null, this.#broker.placement.known(queues)));
+    if (this.state !== "open") return;
+    const ended = this.#registrations.forgetMoved(queues);
+    if (this.#followsMap || ended) this.#push(mapFrame(null, this.#broker.placement.known(queues)));
   }
 
   /**

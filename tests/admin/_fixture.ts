@@ -4,6 +4,7 @@
  * listeners without sockets. The admin app is called with `app.request()`: no admin port.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { subscribeHandler } from "../../src/server/registrations.ts";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Hono } from "hono";
@@ -77,8 +78,7 @@ export function adminFixture(overrides: Record<string, unknown> = {}, options: A
       return session;
     },
     subscribe(session, kind, queue, ids, prefetch) {
-      const [endpoint, version] = queue.split("/") as [string, string];
-      const handler = broker.subscribe(session, kind, ++sub, endpoint, version, ids, prefetch ?? null);
+      const handler = subscribeHandler(broker.queue(queue), session, kind, ++sub, ids, prefetch ?? null);
       broker.flush();
       return handler;
     },

@@ -56,7 +56,7 @@ describe("error catalogue", () => {
     }
     // Only codes a broker answers a SEND with: the client reads the flag on a master's answer alone.
     const resent = CODES.filter(shouldResend).sort();
-    expect(resent).toEqual(["NOT_ENOUGH_REPLICAS", "STOPPING"]);
+    expect(resent).toEqual(["NOT_ENOUGH_REPLICAS", "QUEUE_MOVING", "STOPPING"]);
     // The client's own causes of a TIMEOUT (no broker answers with them): a send waits, unrefused.
     for (const code of ["CONNECTION_LOST", "NOT_MASTER", "FENCED"] as const) expect(shouldResend(code)).toBe(false);
     // Waiting does not fix these, or fixing them is the application's call: the send fails at once.

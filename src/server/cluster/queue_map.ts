@@ -17,6 +17,7 @@
 import type { Etcd3, IKeyValue, Lease, Namespace, Watcher } from "etcd3";
 import { KittenError } from "../../protocol/errors.ts";
 import { connectEtcd } from "./etcd_client.ts";
+import { createMove, MOVES, type MoveRecord, parseMoveRecord, switchOwner, updateMove } from "./move_records.ts";
 
 export interface QueueMapOptions {
   endpoints: string[];
@@ -30,6 +31,14 @@ export interface QueueMapOptions {
   log: (level: "info" | "warn" | "error", message: string) => void;
   /** Queues placed or moved (a watch event, or this broker's own placement). */
   changed: (queues: string[]) => void;
+  /** Move records written or changed (moves/), and leaders of groups that changed. */
+  movesChanged?: (records: MoveRecord[]) => void;
+}
+
+/** The broker leading a group: its serviceId, and its epoch (the leader key's create revision). */
+export interface GroupLeader {
+  serviceId: string;
+  epoch: number;
 }
 
 /** The group owning a queue, and the revision its map entry was written at. */
@@ -60,6 +69,10 @@ export class QueueMap {
   readonly #members = new Map<string, Map<string, string>>();
   /** group → queue → msg/s, as its master last published. */
   readonly #load = new Map<string, Record<string, number>>();
+  /** queue → its move record (in progress, or the last one). */
+  readonly #moves = new Map<string, MoveRecord>();
+  /** group → its leader, as the leader keys say. */
+  readonly #leaders = new Map<string, GroupLeader>();
   #revision = 0;
   #watchers: Watcher[] = [];
   #lease: Lease | null = null;
@@ -107,6 +120,94 @@ export class QueueMap {
     const groups: Record<string, string[]> = {};
     for (const [group, members] of this.#members) if (members.size > 0) groups[group] = [...members.values()].sort();
     return groups;
+  }
+
+  /** The broker leading `group` (null: none, or not seen yet). */
+  leader(group: string): GroupLeader | null {
+    return this.#leaders.get(group) ?? null;
+  }
+
+  /** Where clients and peers reach a member of `group` (`host:port@serviceId`), or null. */
+  address(group: string, serviceId: string): string | null {
+    return this.#members.get(group)?.get(serviceId) ?? null;
+  }
+
+  /** True for a broker registered in any group of this deployment (it may open a peer link for a move). */
+  isMember(serviceId: string): boolean {
+    for (const members of this.#members.values()) if (members.has(serviceId)) return true;
+    return false;
+  }
+
+  /** Every queue's move record: in progress, or its last one. */
+  moves(): MoveRecord[] {
+    return [...this.#moves.values()];
+  }
+
+  move(queue: string): MoveRecord | undefined {
+    return this.#moves.get(queue);
+  }
+
+  /**
+   * Records a move of `queue` to `to`, by one transaction that holds only while the queue's map
+   * entry and its last move record are as this broker sees them. Throws MOVE_REFUSED with why.
+   */
+  async requestMove(queue: string, to: string, requestedBy: string, now: number): Promise<MoveRecord> {
+    await this.ready;
+    const owner = this.#owners.get(queue);
+    const refuse = (why: string) => new KittenError("MOVE_REFUSED", `Cannot move queue "${queue}" to group "${to}": ${why}`);
+    if (!owner) throw refuse("no group owns it yet (a queue is placed when a client first uses it)");
+    if (owner.group === to) throw refuse("that group owns it already");
+    if (!this.groups()[to]) throw refuse(`no broker of group "${to}" is registered in etcd`);
+    const leader = this.#leaders.get(owner.group);
+    if (!leader) throw refuse(`its group "${owner.group}" has no master now`);
+    if (!this.#leaders.get(to)) throw refuse(`group "${to}" has no master now`);
+    const last = this.#moves.get(queue);
+    if (last?.state === "copying") throw refuse(`a move to group "${last.to}" is in progress (asked at ${new Date(last.requestedAt).toISOString()})`);
+    const record: MoveRecord = {
+      id: `${now.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+      queue,
+      from: owner.group,
+      to,
+      sourceEpoch: leader.epoch,
+      state: "copying",
+      phase: "starting",
+      copied: 0,
+      snapshot: 0,
+      requestedBy,
+      requestedAt: now,
+      updatedAt: now,
+      revision: 0,
+    };
+    const created = await createMove(this.#keys, record, owner.epoch, last?.revision ?? 0);
+    if (!created) throw refuse("its map entry or its move record changed meanwhile; ask again");
+    this.#moves.set(queue, created);
+    this.#options.movesChanged?.([created]);
+    return created;
+  }
+
+  /** Progress or a roll-back of a move (null: the record changed meanwhile, another broker acted first). */
+  async updateMove(record: MoveRecord, changes: Partial<MoveRecord>): Promise<MoveRecord | null> {
+    const updated = await updateMove(this.#keys, record, changes);
+    if (updated) this.#keep(updated);
+    return updated;
+  }
+
+  /** The switch of ownership (move_records.ts); null when it did not hold. */
+  async switchOwner(record: MoveRecord, changes: Partial<MoveRecord>): Promise<MoveRecord | null> {
+    const done = await switchOwner(this.#keys, record, changes);
+    if (!done) return null;
+    this.#keep(done);
+    this.#setOwner(record.queue, { group: record.to, epoch: done.revision }, done.revision);
+    this.#options.changed([record.queue]);
+    return done;
+  }
+
+  /** A record this broker wrote: kept unless the watch brought a newer one first. */
+  #keep(record: MoveRecord): void {
+    const known = this.#moves.get(record.queue);
+    if (known && known.revision > record.revision) return;
+    this.#moves.set(record.queue, record);
+    this.#options.movesChanged?.([record]);
   }
 
   /** Queue counts and weights per group (status, metrics, placement). */
@@ -215,16 +316,19 @@ export class QueueMap {
 
   async #read(): Promise<void> {
     try {
-      const [queues, groups] = await Promise.all([
+      const [queues, groups, moves] = await Promise.all([
         this.#keys.getAll().prefix(QUEUES).exec(),
         this.#keys.getAll().prefix(GROUPS).exec(),
+        this.#keys.getAll().prefix(MOVES).exec(),
       ]);
       if (this.#stopped) return;
-      const revision = Math.min(Number(queues.header.revision), Number(groups.header.revision));
-      for (const kv of [...queues.kvs, ...groups.kvs]) this.#apply(kv);
-      this.#revision = Math.max(this.#revision, Number(queues.header.revision), Number(groups.header.revision));
+      const revisions = [queues, groups, moves].map((answer) => Number(answer.header.revision));
+      const revision = Math.min(...revisions);
+      for (const kv of [...queues.kvs, ...groups.kvs, ...moves.kvs]) this.#apply(kv);
+      this.#revision = Math.max(this.#revision, ...revisions);
       this.#markReady();
       this.#options.changed([...this.#owners.keys()]);
+      this.#options.movesChanged?.([...this.#moves.values()]);
       this.#follow(revision + 1);
     } catch (error) {
       this.#retry("read the queue map", error, () => this.#read());
@@ -234,7 +338,7 @@ export class QueueMap {
   /** One watch per prefix from `revision`; a broken watch reads the map again and follows from there. */
   async #follow(revision: number): Promise<void> {
     try {
-      for (const prefix of [QUEUES, GROUPS]) {
+      for (const prefix of [QUEUES, GROUPS, MOVES]) {
         const watcher = await this.#keys.watch().prefix(prefix).startRevision(String(revision)).create();
         if (this.#stopped) return void watcher.cancel().catch(() => undefined);
         this.#watchers.push(watcher);
@@ -258,6 +362,14 @@ export class QueueMap {
     try {
       const queue = deleted ? this.#remove(kv) : this.#apply(kv);
       this.#revision = Math.max(this.#revision, Number(kv.mod_revision));
+      const key = kv.key.toString();
+      if (key.startsWith(MOVES)) {
+        const record = this.#moves.get(key.slice(MOVES.length));
+        if (record) this.#options.movesChanged?.([record]);
+        return;
+      }
+      // A group's leader changed: moves out of or into it may have to be rolled back or resumed.
+      if (key.endsWith("/leader")) this.#options.movesChanged?.([...this.#moves.values()]);
       if (queue !== null) this.#options.changed([queue]);
     } catch (error) {
       this.#options.log("error", `Cannot apply a change of the queue map: ${(error as Error).message}`);
@@ -279,9 +391,17 @@ export class QueueMap {
       this.#setOwner(queue, { group, epoch: revision }, revision);
       return queue;
     }
+    if (key.startsWith(MOVES)) {
+      const record = parseMoveRecord(kv.value.toString(), revision);
+      if (record) this.#moves.set(record.queue, record);
+      else this.#options.log("warn", `etcd key "${this.#options.prefix}${key}" is not a move record: ignored`);
+      return null;
+    }
     const [, group, kind, serviceId] = key.split("/");
     if (!group) return null;
-    if (kind === "members" && serviceId) {
+    if (kind === "leader") {
+      this.#leaders.set(group, { serviceId: kv.value.toString(), epoch: Number(kv.create_revision) });
+    } else if (kind === "members" && serviceId) {
       const address = (value as { address?: unknown } | null)?.address;
       if (typeof address !== "string") return null;
       const members = this.#members.get(group) ?? new Map<string, string>();
@@ -300,7 +420,12 @@ export class QueueMap {
       this.#owners.delete(queue);
       return queue;
     }
+    if (key.startsWith(MOVES)) {
+      this.#moves.delete(key.slice(MOVES.length));
+      return null;
+    }
     const [, group, kind, serviceId] = key.split("/");
+    if (group && kind === "leader") this.#leaders.delete(group);
     if (group && kind === "members" && serviceId) this.#members.get(group)?.delete(serviceId);
     return null;
   }

@@ -1,0 +1,37 @@
+/**
+ * Operations of a queue move (PROTOCOL.md, "Moving a queue"): the source group's master connects to
+ * the target group's master as a peer and streams the queue to it while it keeps serving.
+ *
+ * - `[MOVE_BEGIN, ref, {queue, move}]`: the target takes the queue in, as `move` (the id of the move
+ *   record in etcd) says; answered with OK, or ERROR MOVE_REFUSED.
+ * - `[MOVE_APPEND, seq, …]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
+ *   id, queue, destination, body, created, deliveries and dead-letter information.
+ * - `[MOVE_REMOVE, seq, [messageId, …]]`: messages settled on the source (acked, dead, expired).
+ * - `[MOVE_ACK, seq]` (target → source): everything up to `seq` is stored on the target and on its
+ *   in-sync replicas, and removals up to it are applied.
+ *
+ * `seq` rises by one per APPEND or REMOVE on one link.
+ */
+import { KittenError } from "./errors.ts";
+import type { OP } from "./ops.ts";
+
+export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string }];
+export type MoveAckOp = [typeof OP.MOVE_ACK, number];
+
+function bad(op: string, detail: string): KittenError {
+  return new KittenError("BAD_REQUEST", `Cannot read ${op}: ${detail}`);
+}
+
+export function checkMoveBegin(v: unknown[]): MoveBeginOp {
+  const info = v[2] as { queue?: unknown; move?: unknown } | undefined;
+  if (typeof v[1] !== "number" || !Number.isSafeInteger(v[1]) || v[1] < 0) throw bad("move-begin", "ref must be an unsigned integer");
+  if (typeof info !== "object" || info === null || typeof info.queue !== "string" || typeof info.move !== "string") {
+    throw bad("move-begin", "expected {queue, move}");
+  }
+  return v as MoveBeginOp;
+}
+
+export function checkMoveAck(v: unknown[]): MoveAckOp {
+  if (typeof v[1] !== "number" || !Number.isSafeInteger(v[1]) || v[1] < 0) throw bad("move-ack", "seq must be an unsigned integer");
+  return v as MoveAckOp;
+}

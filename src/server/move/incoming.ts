@@ -1,0 +1,103 @@
+/**
+ * A queue move, on the target group's master: what one peer connection (the source's master)
+ * streams in. MOVE_BEGIN is taken only for the move etcd records (state copying, this group as
+ * target); each MOVE_APPEND is stored and replicated like a send (admission.ts, admitMoved), and
+ * MOVE_REMOVE drops what the source settled. MOVE_ACK tells the source how far everything is held
+ * here and on the in-sync replicas, in order: the source fences the queue and switches ownership
+ * only once the target holds all it streamed.
+ *
+ * The queue takes no registrations meanwhile (another group owns it: NOT_OWNER), so nothing is
+ * delivered before the switch. If the move is rolled back, the queue is dropped here (moves.ts).
+ */
+import { checkAppend, checkMoveBegin, checkRemove, KittenError, OP } from "../../protocol/mod.ts";
+import type { Mirror } from "../cluster/mirror.ts";
+
+export interface IncomingHost {
+  /** Opens the queue for the move (waits a moment for its record to reach this broker); throws MOVE_REFUSED. */
+  begin(queue: string, move: string): Promise<Mirror>;
+  /** Stores a streamed message (a promise while its commit and replication run). */
+  append(value: ReturnType<typeof checkAppend>): void | Promise<void>;
+  /** The connection is a peer broker (hello.peer): only a peer may stream a move. */
+  readonly isPeer: boolean;
+  readonly clientId: string;
+  /** Writes a frame to the source. */
+  push(op: unknown[]): void;
+  /** Answers a request by ref (OK), or refuses it. */
+  confirm(ref: number): void;
+  refuse(ref: number, error: KittenError): void;
+}
+
+export class IncomingMove {
+  #queue: string | null = null;
+  #mirror: Mirror | null = null;
+  /** Commits of earlier entries: an entry is acknowledged once every one before it is held. */
+  #commits: Promise<unknown> = Promise.resolve();
+  #pending = 0;
+  #failed = false;
+
+  constructor(readonly host: IncomingHost) {}
+
+  handle(value: unknown[]): void {
+    if (!this.host.isPeer) {
+      throw new KittenError("NOT_A_PEER", `Cannot take a queue move from "${this.host.clientId}": it did not connect as a peer broker`);
+    }
+    switch (value[0]) {
+      case OP.MOVE_BEGIN: {
+        const [, ref, { queue, move }] = checkMoveBegin(value);
+        this.host.begin(queue, move).then(
+          (mirror) => {
+            this.#queue = queue;
+            this.#mirror = mirror;
+            this.host.confirm(ref);
+          },
+          (error: KittenError) => this.host.refuse(ref, error),
+        );
+        return;
+      }
+      case OP.MOVE_APPEND: {
+        const append = checkAppend(value);
+        this.#check(append[3]);
+        const stored = this.host.append(append);
+        return this.#acknowledge(append[1], stored);
+      }
+      case OP.MOVE_REMOVE: {
+        const [, seq, ids] = checkRemove(value);
+        const mirror = this.#mirror;
+        if (mirror) {
+          // One still being stored, or paged to the store, goes when it reaches memory.
+          for (const id of ids) if (!mirror.removed(id)) mirror.removeLater(id);
+        }
+        return this.#acknowledge(seq, undefined);
+      }
+    }
+  }
+
+  #check(queue: string): void {
+    if (this.#queue === null || this.#mirror === null) {
+      throw new KittenError("MOVE_REFUSED", `Cannot take messages of "${queue}": no move was begun on this connection`);
+    }
+    if (queue !== this.#queue) {
+      throw new KittenError("MOVE_REFUSED", `Cannot take messages of "${queue}": this connection moves "${this.#queue}"`);
+    }
+  }
+
+  /** Acknowledges `seq` once it and everything before it is held. */
+  #acknowledge(seq: number, stored: void | Promise<void>): void {
+    if (this.#failed) return;
+    if (stored === undefined && this.#pending === 0) return this.host.push([OP.MOVE_ACK, seq]);
+    this.#pending++;
+    this.#commits = Promise.all([this.#commits, stored]).then(
+      () => {
+        this.#pending--;
+        if (!this.#failed) this.host.push([OP.MOVE_ACK, seq]);
+      },
+      (error: KittenError) => {
+        this.#pending--;
+        if (this.#failed) return;
+        this.#failed = true;
+        // The source rolls the move back on this refusal: nothing it streamed counts as held.
+        this.host.refuse(seq, new KittenError("MOVE_REFUSED", `Cannot hold a message of "${this.#queue}": ${error.message}`));
+      },
+    );
+  }
+}

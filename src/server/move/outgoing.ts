@@ -1,0 +1,307 @@
+/**
+ * A queue move, on the source group's master: it streams the queue to the target group's master
+ * while the queue keeps serving, then fences it and switches ownership.
+ *
+ * 1. Links to the target's master as a peer (peer_link.ts) and says MOVE_BEGIN.
+ * 2. Taps the queue (every message it takes from then on, and every message settled, goes to the
+ *    target as it happens) and, in the same turn of the event loop, takes its snapshot (messages
+ *    in memory and being stored, then the rows paged to the store, read page by page): nothing is
+ *    missed between the two, and the target drops a duplicate by its id.
+ * 3. Streams the snapshot within a window of unacknowledged entries; the target acknowledges an
+ *    entry once it and its in-sync replicas hold it.
+ * 4. Fences the queue (its sends are held: QUEUE_MOVING, which clients resend) at the last entry
+ *    streamed, waits for the target to hold everything up to it, and switches ownership in etcd,
+ *    only while this broker is still its group's master at the epoch the move began with.
+ *
+ * Anything that goes wrong (the link, the target's refusal, no progress, a switch that does not
+ * hold) rolls the move back: the queue stays here, unfenced, and the record says why.
+ */
+import { checkMoveAck, encode, frame, type KittenError, OP, parseHost } from "../../protocol/mod.ts";
+import type { Message } from "../queue/message.ts";
+import type { Queue } from "../queue/queue.ts";
+import type { Snapshot, SnapshotEntry } from "../cluster/replica.ts";
+import type { MoveRecord } from "../cluster/move_records.ts";
+import type { QueueMap } from "../cluster/queue_map.ts";
+import { PeerLink } from "./peer_link.ts";
+
+export interface OutgoingHost {
+  readonly serviceId: string;
+  readonly keysDirectory: string;
+  readonly keysName: string;
+  readonly maxFrameSize: number;
+  readonly map: QueueMap;
+  now(): number;
+  log(level: "info" | "warn" | "error", message: string): void;
+  /** The queue's snapshot, taken now (cluster/snapshot.ts). */
+  snapshot(queue: Queue): Snapshot;
+  /** The move ended (done or rolled back): the queue is no longer tapped nor fenced. */
+  ended(move: OutgoingMove): void;
+}
+
+/** Entries streamed and not yet acknowledged by the target, at most (the snapshot waits past it). */
+const WINDOW = 20_000;
+/** Progress is written to the move record this often. */
+const PROGRESS_MS = 2_000;
+/** The target must acknowledge something within this long while entries wait. */
+const ACK_TIMEOUT_MS = 10_000;
+/** From the fence, the target must hold everything within this long, or the move is rolled back. */
+const FENCE_TIMEOUT_MS = 5_000;
+
+type State = "linking" | "streaming" | "fenced" | "switching" | "ended";
+
+export class OutgoingMove {
+  #state: State = "linking";
+  #record: MoveRecord;
+  #link: PeerLink | null = null;
+  #entries: Iterator<SnapshotEntry> | null = null;
+  #seq = 0;
+  #acked = 0;
+  #lastAckAt: number;
+  #copied = 0;
+  #fenceSeq = 0;
+  #fencedAt = 0;
+  #progressAt: number;
+  /** Frames waiting for the next write, and ids settled since the last MOVE_REMOVE. */
+  #frames: Uint8Array[] = [];
+  #removed: string[] = [];
+  #flushing = false;
+  /** etcd writes of this move, one at a time, in order. */
+  #etcd: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly host: OutgoingHost, readonly queue: Queue, record: MoveRecord) {
+    this.#record = record;
+    this.#lastAckAt = host.now();
+    this.#progressAt = host.now();
+  }
+
+  get id(): string {
+    return this.#record.id;
+  }
+
+  /** True while sends to the queue are held for the switch. */
+  get fenced(): boolean {
+    return this.#state === "fenced" || this.#state === "switching";
+  }
+
+  start(): void {
+    const { map, serviceId } = this.host;
+    const record = this.#record;
+    const leader = map.leader(record.to);
+    const address = leader ? map.address(record.to, leader.serviceId) : null;
+    if (!address) return void this.rollback(`group "${record.to}" has no master with an address in etcd`);
+    this.host.log("info", `move of "${record.queue}" to group "${record.to}": linking to ${address}`);
+    this.#link = new PeerLink(parseHost(address), {
+      serviceId,
+      keysDirectory: this.host.keysDirectory,
+      keysName: this.host.keysName,
+      maxFrameSize: this.host.maxFrameSize,
+      welcomed: (welcome) => {
+        if (welcome.role !== "master") return void this.rollback(`"${address}" is not the master of group "${record.to}"`);
+        this.#link!.write([OP.MOVE_BEGIN, 0, { queue: record.queue, move: record.id }]);
+      },
+      frame: (value) => this.#frame(value),
+      ended: (error) => {
+        if (error && this.#state !== "ended") this.rollback(`the link to the target ended: ${error.message}`);
+      },
+    });
+  }
+
+  #frame(value: unknown[]): void {
+    switch (value[0]) {
+      case OP.OK:
+        if (this.#state === "linking") this.#begin();
+        return;
+      case OP.MOVE_ACK: {
+        const [, seq] = checkMoveAck(value);
+        if (seq <= this.#acked) return;
+        this.#acked = seq;
+        this.#lastAckAt = this.host.now();
+        this.#pump();
+        return;
+      }
+      case OP.ERROR:
+        return void this.rollback(`the target refused: ${String(value[2])}: ${String(value[3])}`);
+      default:
+        return;
+    }
+  }
+
+  /** The target took the move: tap the queue and take its snapshot in this same turn, then stream it. */
+  #begin(): void {
+    this.#state = "streaming";
+    const snapshot = this.host.snapshot(this.queue);
+    this.#entries = snapshot.entries;
+    this.#record = { ...this.#record, phase: "snapshot", snapshot: snapshot.count };
+    this.host.log("info", `move of "${this.queue.name}" to group "${this.#record.to}": streaming ${snapshot.count} messages`);
+    this.#progress();
+    this.#pump();
+  }
+
+  /** A message the queue took (the tap): streamed at once. */
+  appended(message: Message): void {
+    if (this.#state !== "streaming" && this.#state !== "fenced") return;
+    this.#push(message);
+  }
+
+  /** A message of the queue settled (acked, dead, expired): the target drops it too. */
+  settled(message: Message): void {
+    if (this.#state !== "streaming" && this.#state !== "fenced") return;
+    this.#removed.push(message.id);
+    this.#schedule();
+  }
+
+  #push(entry: SnapshotEntry): void {
+    const op = [OP.MOVE_APPEND, ++this.#seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null];
+    this.#frames.push(frame(encode(op)));
+    this.#copied++;
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#flushing) return;
+    this.#flushing = true;
+    queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    this.#flushing = false;
+    if (this.#removed.length > 0) {
+      this.#frames.push(frame(encode([OP.MOVE_REMOVE, ++this.#seq, this.#removed])));
+      this.#removed = [];
+    }
+    if (this.#frames.length === 0) return;
+    const frames = this.#frames;
+    this.#frames = [];
+    this.#link?.writeFramed(concat(frames));
+  }
+
+  /** Streams snapshot entries while the window allows; once all are held, fences the queue. */
+  #pump(): void {
+    if (this.#state === "streaming" && this.#entries) {
+      while (this.#seq - this.#acked < WINDOW) {
+        const next = this.#entries.next();
+        if (next.done) {
+          this.#entries = null;
+          this.#record = { ...this.#record, phase: "live" };
+          break;
+        }
+        const entry = next.value;
+        // Settled since the snapshot was taken: its removal went already.
+        if (isSettled(entry)) continue;
+        this.#push(entry);
+      }
+    }
+    // Everything of the snapshot held by the target: fence, once what is in flight is small.
+    if (this.#state === "streaming" && this.#entries === null && this.#seq - this.#acked < WINDOW / 4) this.#fence();
+    if (this.#state === "fenced" && this.#acked >= this.#fenceSeq) this.#switch();
+  }
+
+  #fence(): void {
+    this.#state = "fenced";
+    this.#fencedAt = this.host.now();
+    this.#flush();
+    this.#fenceSeq = this.#seq;
+    this.#record = { ...this.#record, phase: "fenced" };
+    this.host.log("info", `move of "${this.queue.name}": fenced at entry ${this.#fenceSeq}`);
+    if (this.#acked >= this.#fenceSeq) this.#switch();
+  }
+
+  #switch(): void {
+    this.#state = "switching";
+    const fenceMs = this.host.now() - this.#fencedAt;
+    this.#write(async () => {
+      const done = await this.host.map.switchOwner(this.#record, { copied: this.#copied, fenceMs, finishedAt: this.host.now(), updatedAt: this.host.now() });
+      if (!done) return this.rollback("the switch did not hold: this broker's epoch or the move record changed");
+      this.#end();
+      this.host.log("info", `move of "${this.queue.name}" to group "${done.to}" done: ${this.#copied} messages streamed, sends held ${fenceMs} ms`);
+    });
+  }
+
+  /** About once a second: progress to the record, and a target that stopped acknowledging ends the move. */
+  tick(now: number): void {
+    if (this.#state === "ended" || this.#state === "switching") return;
+    if (this.#seq > this.#acked && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
+      return void this.rollback(`the target acknowledged nothing for ${ACK_TIMEOUT_MS} ms`);
+    }
+    if (this.#state === "fenced" && now - this.#fencedAt > FENCE_TIMEOUT_MS) {
+      return void this.rollback(`the target did not hold everything within ${FENCE_TIMEOUT_MS} ms of the fence`);
+    }
+    if (this.#state === "linking" && now - this.#record.requestedAt > ACK_TIMEOUT_MS && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
+      return void this.rollback(`the target did not take the move within ${ACK_TIMEOUT_MS} ms`);
+    }
+    if (now - this.#progressAt >= PROGRESS_MS) this.#progress();
+  }
+
+  #progress(): void {
+    this.#progressAt = this.host.now();
+    this.#write(async () => {
+      if (!this.#progressing()) return;
+      const updated = await this.host.map.updateMove(this.#record, { copied: this.#copied, updatedAt: this.host.now() });
+      if (updated) this.#record = updated;
+      else if (this.#progressing()) this.#lost();
+    });
+  }
+
+  /** True while progress may be written: not ended, and no switch under way (it writes the record). */
+  #progressing(): boolean {
+    return this.#state !== "ended" && this.#state !== "switching";
+  }
+
+  /** Another broker changed the record (rolled it back): this move stops here. */
+  #lost(): void {
+    const known = this.host.map.move(this.queue.name);
+    this.host.log("warn", `move of "${this.queue.name}": its record changed elsewhere (${known?.state ?? "gone"}${known?.reason ? `: ${known.reason}` : ""}); stopping`);
+    this.#end();
+  }
+
+  /** The record was rolled back by another broker (watch): stop without writing. */
+  abandon(): void {
+    if (this.#state !== "ended") this.#lost();
+  }
+
+  /** Ends the move, leaves the queue here unfenced, and records why (unless another broker did). */
+  rollback(reason: string): Promise<void> {
+    if (this.#state === "ended") return Promise.resolve();
+    this.#end();
+    this.host.log("warn", `move of "${this.queue.name}" to group "${this.#record.to}" rolled back: ${reason}`);
+    return this.#write(async () => {
+      await this.host.map.updateMove(this.#record, { state: "rolled-back", reason, finishedAt: this.host.now(), updatedAt: this.host.now() });
+    });
+  }
+
+  #end(): void {
+    this.#state = "ended";
+    this.#entries = null;
+    this.#frames = [];
+    this.#removed = [];
+    this.#link?.close();
+    this.host.ended(this);
+  }
+
+  /** Runs etcd writes one after the other; a failed one is logged (the 30 s rule ends a stuck move). */
+  #write(action: () => Promise<unknown>): Promise<void> {
+    const next = this.#etcd.then(action).then(() => {}, (error: KittenError) => {
+      this.host.log("warn", `move of "${this.queue.name}": ${error.message}`);
+    });
+    this.#etcd = next;
+    return next;
+  }
+}
+
+/** A snapshot entry from memory that settled meanwhile (a row read from the store is never settled). */
+function isSettled(entry: SnapshotEntry): boolean {
+  return "refs" in entry && (entry as Message).refs <= 0 && (entry as Message).commit === null;
+}
+
+function concat(frames: Uint8Array[]): Uint8Array {
+  if (frames.length === 1) return frames[0]!;
+  let length = 0;
+  for (const part of frames) length += part.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const part of frames) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
