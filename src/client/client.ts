@@ -131,6 +131,11 @@ export class Client extends EventEmitter {
       this.#follow([redirect.queue]);
       return this.#sendRouted(channel, data, deadline);
     }
+    // The owner named is the one the client knows already, at that epoch or a newer one: an
+    // earlier refusal (sends on their way together) or a MAP_INFO push took the client there
+    // while this send was on its way to the old owner. It goes there at once.
+    const known = redirect ? this.#routing.owner(redirect.queue) : undefined;
+    if (known && known.group === redirect!.group && known.epoch >= redirect!.epoch) return this.#sendRouted(channel, data, deadline);
     // No newer owner named (a send handed back before any link opened, or a broker whose map is
     // behind the client's): ask where the queue lives, after a pause if a broker refused it.
     if (redirect) this.#routing.forget(redirect.queue);
@@ -310,8 +315,18 @@ export class Client extends EventEmitter {
   #locate(queue: string, channel: string, deadline: number): Promise<void> {
     let locating = this.#locating.get(queue);
     if (!locating) {
+      // An owner known, but no broker of its group (none alive, or not in the map yet): the seed
+      // would answer the same at once, so it is asked again after a pause.
+      const known = this.#routing.owner(queue) !== undefined;
+      const seed = this.#seed;
       this.#routing.forget(queue);
-      locating = this.#seed.map([queue]).then(
+      const asked = known
+        ? pause(RETRY_MS).then(() => {
+          if (this.#seed !== seed) throw new KittenError("CLOSED", "Cannot complete: the client was disconnected");
+          return seed.map([queue]);
+        })
+        : seed.map([queue]);
+      locating = asked.then(
         (view) => this.#learn(view),
         (error: KittenError) => (isRetryable(error.code) && error.code !== "TIMEOUT" ? pause(RETRY_MS) : Promise.reject(error)),
       ).finally(() => this.#locating.delete(queue));
@@ -336,12 +351,24 @@ export class Client extends EventEmitter {
     if (error.code !== "NOT_OWNER") return false;
     const placed = this.#subscriptions.get(subscription.sub);
     if (!placed || placed.on !== group) return true; // moved already (every broker of the group refuses)
+    const queue = queueName(subscription.endpoint, subscription.version);
     const redirect = redirectOf(error.details);
-    if (redirect) this.#routing.redirect(redirect);
-    else this.#routing.forget(queueName(subscription.endpoint, subscription.version));
+    const known = this.#routing.owner(queue);
+    // Followed at once, as a refused send is: a newer owner, or the one the client knows already.
+    const follow = redirect !== null &&
+      (this.#routing.redirect(redirect) || (known?.group === redirect.group && known.epoch >= redirect.epoch));
     group.detach(subscription).catch(() => {});
     placed.on = null;
-    this.#place(placed);
+    if (follow) {
+      this.#place(placed);
+      return true;
+    }
+    // No newer owner named: the group that refused is behind the client's map (it has not seen the
+    // queue arrive yet). Registering there again at once would be refused again and again: the
+    // map is asked again after a pause.
+    this.#routing.forget(queue);
+    const seed = this.#seed;
+    pause(RETRY_MS).then(() => this.#replace(placed, seed));
     return true;
   }
 
