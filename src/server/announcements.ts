@@ -7,6 +7,7 @@ import { OP, type RoleInfo, type WelcomeInfo } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION, VERSION } from "../version.ts";
 import type { Broker } from "./broker.ts";
 import type { MapView } from "./cluster/queue_map.ts";
+import type { ClientGrants } from "./security/rules.ts";
 
 export function welcomeFrame(broker: Broker): unknown[] {
   const config = broker.config;
@@ -43,4 +44,13 @@ export const STOPPING_FRAME: readonly unknown[] = [
 /** [MAP_INFO, ref, view]: an answer to MAP, or (ref null) owners that changed, pushed to clients that asked. */
 export function mapFrame(ref: number | null, view: MapView): unknown[] {
   return [OP.MAP_INFO, ref, view];
+}
+
+/** Owners of `queues` that changed, told to a client: only the queues it may read or write (as MAP answers). */
+export function mapPush(broker: Broker, grants: ClientGrants, queues: readonly string[]): unknown[] {
+  const visible = broker.rules.isOpen ? queues : queues.filter((queue) => {
+    const [endpoint, version] = queue.split("/") as [string, string];
+    return grants.canUse(endpoint, version);
+  });
+  return mapFrame(null, broker.placement.known(visible));
 }

@@ -31,7 +31,7 @@ import {
   writeDeliver,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../version.ts";
-import { mapFrame, roleFrame, STOPPING_FRAME, welcomeFrame } from "./announcements.ts";
+import { mapFrame, mapPush, roleFrame, STOPPING_FRAME, welcomeFrame } from "./announcements.ts";
 import type { Broker } from "./broker.ts";
 import { createChallenge } from "./security/auth.ts";
 import { collectAfterRefusal } from "./collector.ts";
@@ -365,7 +365,7 @@ export class Session implements Peer {
   announceMap(queues: string[]): void {
     if (this.state !== "open") return;
     const ended = this.#registrations.forgetMoved(queues);
-    if (this.#followsMap || ended) this.#push(mapFrame(null, this.#broker.placement.known(queues)));
+    if (this.#followsMap || ended) this.#push(mapPush(this.#broker, this.grants, queues));
   }
 
   /**

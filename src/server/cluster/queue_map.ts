@@ -138,6 +138,11 @@ export class QueueMap {
     return false;
   }
 
+  /** Each group's queues with their message rates (msg/s), as its master last published them. */
+  loads(): Map<string, Record<string, number>> {
+    return new Map(this.#load);
+  }
+
   /** Every queue's move record: in progress, or its last one. */
   moves(): MoveRecord[] {
     return [...this.#moves.values()];
