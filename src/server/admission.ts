@@ -103,13 +103,17 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
 /**
  * Takes a message a queue move streams in (move/incoming.ts), on the target group's master: no
  * rules, format or bound (the source checked them when it took the message), stored and
- * replicated like a send. A message held already (streamed twice) is not queued again.
+ * replicated like a send. A message the queue holds already (streamed twice) is not queued again.
  */
 export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp): void | Promise<void> {
   const [, , messageId, , destination, body, created, deliveries, deadLetter] = append;
-  const intake = host.intake;
-  const resent = intake.resent(messageId);
-  if (resent !== false) return resent === true ? undefined : resent;
+  const { intake, moves } = host;
+  // Only what this queue holds now counts as a duplicate: the recent ids of the whole broker may
+  // name a message it held before (a queue moving back) or take a gap for seen (they expect ids
+  // in send order; a move streams the snapshot and the live queue interleaved).
+  const storing = intake.storingCommit(messageId);
+  if (storing !== null) return storing;
+  if (moves.incomingMirror(queue.name)?.get(messageId)) return;
   const channelName = `${queue.name}/${destination}`;
   const replication = host.cluster.replication;
   replication.checkReplicas(channelName);

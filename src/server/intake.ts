@@ -124,6 +124,11 @@ export class Intake {
     return this.#storing.get(messageId)?.commit ?? false;
   }
 
+  /** The commit of a message being stored, by id, or null. */
+  storingCommit(messageId: string): Promise<void> | null {
+    return this.#storing.get(messageId)?.commit ?? null;
+  }
+
   /**
    * Where a message not in memory is: being stored, or held in the store only (paged: only a
    * queue with a backlog has such rows); null when it is not here.

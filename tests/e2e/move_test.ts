@@ -108,3 +108,30 @@ describe("moving a queue between groups (real etcd)", () => {
     console.log(`moved: copied ${done.copied}, fence ${done.fenceMs} ms, duplicates ${duplicates}`);
   });
 });
+
+describe("moving a durable queue that pages to its store (real etcd)", () => {
+  it("a backlog beyond the memory budget moves whole: every message held on the source is delivered by the target", async () => {
+    const [g1, g2] = await groups(["g1", "g2"], {
+      durability: "fsync",
+      channels: { "paged/v1": { group: "g1", memoryBudgetBytes: 64 * 1024 } },
+    });
+    const publisher = await client(g1!);
+    const total = 5000;
+    await Promise.all(Array.from({ length: total }, (_, n) => publisher.send("paged/v1/a", { n, pad: "x".repeat(100) })));
+    const source = g1!.broker.queues.get("paged/v1")!;
+    expect(source.backlog.count).toBeGreaterThan(0); // paged: the budget holds a few hundred
+    await g2!.broker.moves.request("paged/v1", "g2");
+    await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 20_000, "the move is done");
+    const target = g2!.broker.queues.get("paged/v1")!;
+    expect(target.held).toBe(total);
+
+    const received = new Set<number>();
+    const consumer = await client(g2!);
+    consumer.consume("paged/v1/*", (error, message, done) => {
+      if (error) return;
+      received.add((message as { n: number }).n);
+      done();
+    }, { prefetch: 100 });
+    await waitFor(() => received.size === total, 20_000, "every message delivered by the target");
+  });
+});

@@ -210,12 +210,17 @@ export class Moves {
     this.host.log.info("move", `queue=${queue};now served here` + (waiting > 0 ? `;${waiting} removals of paged messages not applied (delivered again)` : ""));
   }
 
-  /** About once a second: progress of the moves driven here, and copying moves stuck for 30 s. */
+  /**
+   * About once a second: progress of the moves driven here, moves of this group's queues to run
+   * or roll back (a broker elected after the leader key's change was seen), and copying moves
+   * stuck for 30 s.
+   */
   tick(now: number): void {
     for (const move of [...this.outgoing.values()]) move.tick(now);
     const map = this.host.placement.map;
     if (!map || !this.host.isMaster) return;
     for (const record of map.moves()) {
+      if (record.state === "copying" && record.from === this.#group) this.#copying(record);
       if (record.state !== "copying" || now - record.updatedAt < STALE_MOVE_MS) continue;
       if (record.from !== this.#group && record.to !== this.#group) continue;
       const running = this.outgoing.get(record.queue);

@@ -185,10 +185,9 @@ export class OutgoingMove {
           this.#record = { ...this.#record, phase: "live" };
           break;
         }
-        const entry = next.value;
-        // Settled since the snapshot was taken: its removal went already.
-        if (isSettled(entry)) continue;
-        this.#push(entry);
+        // One settled since the snapshot was taken goes too: its removal went before it, and the
+        // target drops it on arrival (a message being stored then may be paged now: not settled).
+        this.#push(next.value);
       }
     }
     // Everything of the snapshot held by the target: fence, once what is in flight is small.
@@ -286,11 +285,6 @@ export class OutgoingMove {
     this.#etcd = next;
     return next;
   }
-}
-
-/** A snapshot entry from memory that settled meanwhile (a row read from the store is never settled). */
-function isSettled(entry: SnapshotEntry): boolean {
-  return "refs" in entry && (entry as Message).refs <= 0 && (entry as Message).commit === null;
 }
 
 function concat(frames: Uint8Array[]): Uint8Array {

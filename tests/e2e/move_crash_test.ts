@@ -1,0 +1,166 @@
+/**
+ * kill -9 during a queue move (real etcd, broker processes, two groups of two brokers each,
+ * `minInSyncReplicas` 2): of the source group's master, of the target group's master, at the
+ * snapshot and after the switch, and of the broker that asked for the move. Each ends with the
+ * queue owned by exactly one group, the move finished or rolled back on its own, and every
+ * confirmed message delivered, while a publisher sends throughout.
+ */
+import { afterAll, afterEach, beforeAll, expect, it } from "bun:test";
+import { Client, type KittenError } from "../../mod.ts";
+import { waitFor } from "../helpers/broker.ts";
+import { countingInto, harnessClientOptions, tally } from "../helpers/crash.ts";
+import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
+import { MoveDeployment } from "../helpers/move_cluster.ts";
+
+const QUEUE = "mv/v1";
+const BACKLOG = 20_000;
+
+let etcd: EtcdCluster;
+let deployment: MoveDeployment | null = null;
+const clients: Client[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+
+afterEach(async () => {
+  for (const mq of clients.splice(0)) await mq.disconnect();
+  await deployment?.cleanup();
+  deployment = null;
+});
+
+afterAll(async () => {
+  await etcd?.cleanup();
+});
+
+async function client(hosts: string[], name: string): Promise<Client> {
+  const mq = new Client();
+  mq.on("error", (_error: KittenError) => {}); // killed brokers are expected here
+  clients.push(mq);
+  await mq.connect({ ...harnessClientOptions(hosts, `${name}-${process.pid}-${Date.now()}`, 2000), sendTimeoutMs: 60_000 });
+  return mq;
+}
+
+/** A publisher with `window` sends in flight, recording every confirmed message, until stopped. */
+function publish(mq: Client, confirmed: Set<number>, from: number, window = 200) {
+  let next = from;
+  let running = true;
+  const failures: KittenError[] = [];
+  const lane = async () => {
+    while (running) {
+      const n = next++;
+      try {
+        await mq.send(`${QUEUE}/x`, { n });
+        confirmed.add(n);
+      } catch (error) {
+        failures.push(error as KittenError);
+      }
+    }
+  };
+  const lanes = Array.from({ length: window }, lane);
+  return {
+    stop: async () => {
+      running = false;
+      await Promise.all(lanes);
+      return failures;
+    },
+  };
+}
+
+/** A deployment of g1 and g2 with the queue on g1 and a backlog of BACKLOG confirmed messages. */
+async function setUp(): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
+  const d = (deployment = new MoveDeployment(etcd));
+  await d.start(["g1", "g2"], 2, { channels: { [QUEUE]: { group: "g1" } } });
+  const publisher = await client(d.hosts(), "publisher");
+  const confirmed = new Set<number>();
+  const fill = publish(publisher, confirmed, 0, 1000);
+  await waitFor(() => confirmed.size >= BACKLOG, 60_000, "the backlog is confirmed");
+  expect(await fill.stop()).toEqual([]);
+  expect(await d.owner(QUEUE)).toBe("g1");
+  return { d, publisher, confirmed };
+}
+
+/** Consumes the queue to the end and checks that every confirmed message came. */
+async function expectAllDelivered(d: MoveDeployment, confirmed: Set<number>): Promise<number> {
+  const consumer = await client(d.brokers.filter((b) => b.child?.proc.exitCode === null).map((b) => b.host), "consumer");
+  const received = new Map<number, number>();
+  consumer.consume(`${QUEUE}/*`, countingInto(received, "n"), { prefetch: 1000 });
+  await waitFor(() => [...confirmed].every((n) => received.has(n)), 60_000, "every confirmed message delivered").catch((error) => {
+    const missing = [...confirmed].filter((n) => !received.has(n));
+    console.log(`missing ${missing.length} of ${confirmed.size}: ${missing.slice(0, 20).join(",")} … ${missing.slice(-5).join(",")}; received ${received.size}`);
+    for (const b of d.brokers) console.log(b.name, b.child?.output().split("\n").filter((l) => /move|dropped|elected|owns/.test(l)).slice(-12).join("\n"));
+    throw error;
+  });
+  const { lost, duplicates } = await tally(confirmed, received, 300);
+  expect(lost).toEqual([]);
+  return duplicates;
+}
+
+const streaming = (output: string) => output.includes(`move of "${QUEUE}" to group "g2": streaming`);
+
+it("kill -9 of the source group's master during the snapshot: its next master rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed } = await setUp();
+  const source = (await d.leader("g1"))!;
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2");
+  await waitFor(() => streaming(source.broker.child!.output()), 20_000, "the source streams the snapshot");
+  await d.kill(source.broker);
+  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 30_000, "the move ends on its own");
+  expect(ended.state).toBe("rolled-back");
+  expect(ended.reason).toContain("master of group \"g1\" changed");
+  expect(await d.owner(QUEUE)).toBe("g1");
+  // g1 has one broker left, below minInSyncReplicas: it confirms again once the killed one is back.
+  await d.restart(source.broker);
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed again");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
+
+it("kill -9 of the target group's master during the snapshot: the source rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed } = await setUp();
+  const source = (await d.leader("g1"))!;
+  const target = (await d.leader("g2"))!;
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2");
+  await waitFor(() => streaming(source.broker.child!.output()), 20_000, "the source streams the snapshot");
+  await d.kill(target.broker);
+  const before = confirmed.size;
+  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 30_000, "the move ends on its own");
+  expect(ended.state).toBe("rolled-back");
+  expect(await d.owner(QUEUE)).toBe("g1");
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends go on on g1");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
+
+it("kill -9 of the source group's master right after the switch: g2 serves the queue, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed } = await setUp();
+  const source = (await d.leader("g1"))!;
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2");
+  const done = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends");
+  expect(done.state).toBe("done");
+  await d.kill(source.broker);
+  expect(await d.owner(QUEUE)).toBe("g2");
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed by g2");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
+
+it("kill -9 of the broker that asked for the move (a slave of g2): the move finishes on its own", async () => {
+  const { d, publisher, confirmed } = await setUp();
+  const target = (await d.leader("g2"))!;
+  const asker = d.brokers.find((b) => b.group === "g2" && b !== target.broker)!;
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2", asker.name);
+  await d.kill(asker);
+  // The target group has one broker left: minInSyncReplicas 2 refuses what it streams in, and
+  // the move is rolled back; either way it ends on its own, with the queue owned once.
+  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends on its own");
+  expect(["done", "rolled-back"]).toContain(ended.state);
+  expect(await d.owner(QUEUE)).toBe(ended.state === "done" ? "g2" : "g1");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
