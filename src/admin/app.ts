@@ -24,6 +24,7 @@ import { dashboardRoutes } from "./dashboard.ts";
 import { groupRoutes } from "./groups.ts";
 import { historyRoutes } from "./history.ts";
 import { metricsRoutes } from "./metrics.ts";
+import { moveRoutes } from "./moves.ts";
 import { publishRoutes } from "./publish.ts";
 import { queueRoutes } from "./queues.ts";
 
@@ -63,17 +64,18 @@ export function createAdminApp(server: BrokerServer, options: AdminOptions = {})
   app.route("/", publishRoutes(server));
   app.route("/", controlRoutes(server, stop));
   app.route("/", groupRoutes(server));
+  app.route("/", moveRoutes(server)); // before /queues: POST /queues/:endpoint/:version/move
   app.route("/queues", queueRoutes(server));
   app.route("/clients", clientRoutes(server));
   return app;
 }
 
 /**
- * `/queues/orders%2Fv1/...` → `/queues/orders/v1/...`. An endpoint never contains `%` or `/`,
- * so the first `%2F` after it can only be the queue name's separator.
+ * `/queues/orders%2Fv1/...` → `/queues/orders/v1/...` (and `/moves/orders%2Fv1`). An endpoint
+ * never contains `%` or `/`, so the first `%2F` after it can only be the queue name's separator.
  */
 export function splitQueueName(path: string): string {
-  return path.replace(/^\/queues\/([A-Za-z0-9_-]+)%2[Ff]/, "/queues/$1/");
+  return path.replace(/^\/(queues|moves)\/([A-Za-z0-9_-]+)%2[Ff]/, "/$1/$2/");
 }
 
 function requireToken(server: BrokerServer, host: string): MiddlewareHandler {

@@ -40,6 +40,16 @@ export interface CliArgs {
   listeners: string | undefined;
   rate: string | undefined;
   durability: string | undefined;
+  /** `move QUEUE --to GROUP`: the group to move the queue to. */
+  to: string | undefined;
+  /** `move --wait`: follow the move until it is done or rolled back. */
+  wait: boolean;
+  /** `move --status`: the moves in progress and the last ones. */
+  status: boolean;
+  /** `rebalance --dry-run`: the plan only. */
+  dryRun: boolean;
+  /** `rebalance --max N`, as typed (the command checks it). */
+  max: string | undefined;
   version: boolean;
   help: boolean;
 }
@@ -71,6 +81,11 @@ export const OPTIONS: Record<string, OptionSpec> = {
   listeners: { value: "N" },
   rate: { value: "MSG/S" },
   durability: { value: "memory|fsync" },
+  to: { value: "GROUP" },
+  wait: {},
+  status: {},
+  "dry-run": {},
+  max: { value: "N" },
   version: { short: "v" },
   help: { short: "h" },
 };
@@ -143,6 +158,11 @@ export function parseCli(argv: string[]): CliArgs {
     listeners: text("listeners"),
     rate: text("rate"),
     durability: text("durability"),
+    to: text("to"),
+    wait: flag("wait"),
+    status: flag("status"),
+    dryRun: flag("dry-run"),
+    max: text("max"),
     version: flag("version"),
     help: flag("help"),
   };

@@ -30,6 +30,28 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
     options: ["-q, --queue QUEUE   endpoint/version: only its group and that group's brokers"],
     example: "kitten-mq groups -c kitten-mq.config.json",
   },
+  move: {
+    usage: "kitten-mq move QUEUE --to GROUP [--wait] | kitten-mq move --status [QUEUE] [-c FILE] [--json]",
+    summary: "Moves a queue (endpoint/version) to another group (cluster.etcd) while it serves: any broker records the move, " +
+      "the master of the queue's group runs it. --wait follows it: exit 0 once done, 1 when rolled back (with the reason). " +
+      "--status lists each queue's move in progress or its last one: groups, state/phase, messages copied/snapshot, " +
+      "how long sends were held at the switch, age, and why it was rolled back.",
+    options: [
+      "--to GROUP          the group to move the queue to",
+      "--wait              follow the move until it is done or rolled back",
+      "--status            the moves in progress and the last ones (of one queue with QUEUE)",
+    ],
+    example: "kitten-mq move orders/v1 --to g2 --wait -c kitten-mq.config.json",
+  },
+  rebalance: {
+    usage: "kitten-mq rebalance [--dry-run] [--max N] [-c FILE] [--json]",
+    summary: "Evens out the groups (cluster.etcd): moves queues from the heaviest group to the lightest while that narrows " +
+      "the gap (a queue weighs 1, plus its rate per 1,000 msg/s), at most N moves, never a queue already moving. " +
+      "--dry-run prints the plan only; otherwise the moves are asked for at once (exit 1 when any is refused); " +
+      "kitten-mq move --status follows them.",
+    options: ["--dry-run           print the plan, move nothing", "--max N             at most N moves (10)"],
+    example: "kitten-mq rebalance --dry-run -c kitten-mq.config.json",
+  },
   list: {
     usage: "kitten-mq list [-q QUEUE [-i ID] [-m [--limit N] [--offset N]]] [--json]",
     summary: "Every queue with its depths and counters; with -q, one queue's ids, consumers and listeners; -m adds its messages (as peek).",
@@ -108,6 +130,9 @@ Usage:
   kitten-mq start [-c FILE]                  run the broker (and its admin API) in the foreground
   kitten-mq status [-c FILE]                 role, uptime, connections, depths, rates
   kitten-mq groups [-q QUEUE]                every group, its brokers and queues (cluster.etcd)
+  kitten-mq move QUEUE --to GROUP [--wait]   move a queue to another group while it serves
+  kitten-mq move --status                    moves in progress and the last ones
+  kitten-mq rebalance [--dry-run] [--max N]  even out the groups by moving queues
   kitten-mq list [-q QUEUE [-i ID] [-m]]     queues; one queue's ids, consumers, listeners; -m its messages
   kitten-mq peek -q QUEUE [-i ID]            a queue's messages, without taking them
   kitten-mq publish CHANNEL JSON             send one message (endpoint/version/id) through the admin API
@@ -128,6 +153,8 @@ Options:
   -q, --queue QUEUE   endpoint/version      -i, --id ID (or --channel ID)   a destination id
   -m, --messages      list the messages     --limit N, --offset N           a page of them (50)
   -y, --yes           do not ask            -f, --force                      overwrite (init-conf)
+  --to GROUP          move's target group   --wait, --status                 move: follow it; list moves
+  --dry-run           rebalance: plan only  --max N                          rebalance: at most N moves (10)
 
 Exit codes: 0 done; 1 the command failed (broker not running, refused, not found); 2 bad usage.`;
 

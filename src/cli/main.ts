@@ -20,8 +20,10 @@ import { run as groups } from "./commands/groups.ts";
 import { run as initConf } from "./commands/init_conf.ts";
 import { run as keys } from "./commands/keys.ts";
 import { run as list } from "./commands/list.ts";
+import { run as move } from "./commands/move.ts";
 import { run as peek } from "./commands/peek.ts";
 import { run as publish } from "./commands/publish.ts";
+import { run as rebalance } from "./commands/rebalance.ts";
 import { run as reload } from "./commands/reload.ts";
 import { run as softStop } from "./commands/soft_stop.ts";
 import { run as start } from "./commands/start.ts";
@@ -34,6 +36,8 @@ const COMMANDS: Record<string, Command> = {
   start,
   status,
   groups,
+  move,
+  rebalance,
   list,
   peek,
   publish,

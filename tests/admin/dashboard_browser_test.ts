@@ -40,6 +40,7 @@ function startServed(overrides: Record<string, unknown> = {}): { server: BrokerS
     pollIntervalHTTP: 200,
     registeredClientsPath: join(dir, "clients"),
     dataDirectory: join(dir, "data"),
+    keysDirectory: join(dir, "keys"), // the broker's own key pair: a move links two masters as peers
     ...overrides,
   });
   const server = startBroker(config, { logger: memoryLogger() });
@@ -206,7 +207,7 @@ describe("dashboard", () => {
     expect(await page.isHidden(`#queues th.group-col`)).toBe(true);
   }, 60_000);
 
-  it.skipIf(!HAS_CHROMIUM)("dashboard: with a queue map, a Groups panel lists each group's brokers and queues, and queue rows name their group", async () => {
+  it.skipIf(!HAS_CHROMIUM)("dashboard: with a queue map, a Groups panel lists each group's brokers and queues, queue rows name their group, and Move… moves a queue", async () => {
     const etcd = await startEtcd();
     cleanups.push(() => etcd.cleanup());
     const prefix = testPrefix();
@@ -238,13 +239,30 @@ describe("dashboard", () => {
     const row = (group: string, field: string) => page.locator(`#groups tr[data-group="${group}"] [data-field="${field}"]`).textContent();
     expect(await row("g1", "name")).toBe("g1 (this broker)");
     expect(await row("g1", "brokers")).toBe(`127.0.0.1:${g1.server.port}@g1-1`);
-    expect(await row("g1", "queues")).toBe("a/v1");
+    const queuesOf = (group: string) => page.locator(`#groups tr[data-group="${group}"] .queue-name`).allTextContents();
+    expect(await queuesOf("g1")).toEqual(["a/v1"]);
     expect(await row("g2", "brokers")).toBe(`127.0.0.1:${g2.server.port}@g2-1`);
-    expect(await row("g2", "queues")).toBe("b/v1");
+    expect(await queuesOf("g2")).toEqual(["b/v1"]);
     expect(await row("g2", "count")).toBe("1");
     expect(await page.isVisible(`#queues th.group-col`)).toBe(true);
     expect(await page.locator(`tr[data-queue="a/v1"] [data-field="group"]`).textContent()).toBe("g1");
+    expect(await page.isVisible("#moves-empty")).toBe(true);
+
+    // Move… on a/v1: the dialog offers the other group; the move runs and the Moves list follows it.
+    await page.click(`#groups [data-queue="a/v1"] button.move`);
+    expect(await page.textContent("#move-queue")).toBe("a/v1");
+    expect(await page.locator("#move-to option").allTextContents()).toEqual(["g2"]);
     mkdirSync(".test-output", { recursive: true });
+    await page.screenshot({ path: ".test-output/dashboard-move.png" });
+    await page.click("#move-go");
+    await page.waitForSelector("#move-dialog", { state: "hidden" });
+    await page.locator(`#moves tr[data-move="a/v1"] [data-field="state"]`).filter({ hasText: /^done$/ }).waitFor({ timeout: 20_000 });
+    await page.locator(`#groups tr[data-group="g2"] .queue-name`).filter({ hasText: /^a\/v1$/ }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#moves tr[data-move="a/v1"] td').first().textContent()).toBe("a/v1");
+    expect(await page.locator('#moves tr[data-move="a/v1"] td').nth(1).textContent()).toBe("g1 → g2");
+    expect(await page.textContent('#moves tr[data-move="a/v1"] [data-field="copied"]')).toBe("1 / 1");
+    expect(await page.textContent('#moves tr[data-move="a/v1"] [data-field="fence"]')).toMatch(/^\d+ ms$/);
+    expect(g2.server.broker.queues.get("a/v1")?.held).toBe(1);
     await page.screenshot({ path: ".test-output/dashboard-groups.png", fullPage: true });
     expect(problems).toEqual([]);
     await page.close();

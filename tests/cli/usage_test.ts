@@ -30,7 +30,7 @@ describe("kitten-mq usage", () => {
   });
 
   it("kitten-mq COMMAND --help prints that command's usage and an example, not the global help", async () => {
-    for (const command of ["start", "status", "groups", "list", "peek", "publish", "delete", "reload", "soft-stop", "stop", "keys", "init-conf"]) {
+    for (const command of ["start", "status", "groups", "move", "rebalance", "list", "peek", "publish", "delete", "reload", "soft-stop", "stop", "keys", "init-conf"]) {
       const result = await cli([command, "--help"]);
       expect(result.code).toBe(0);
       expect(result.stdout).toStartWith(`Usage: kitten-mq ${command === "keys" ? "keys list" : command}`);
