@@ -12,8 +12,8 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "bun:test";
 import { Etcd3 } from "etcd3";
 import { Client, type ClientOptions, type KittenError } from "../../mod.ts";
-import { type Dial, dialTcp } from "../../src/client/transport.ts";
-import { decode, FrameDecoder, OP } from "../../src/protocol/mod.ts";
+import { OP } from "../../src/protocol/mod.ts";
+import { errorsFrom, pushesOf, sendsTo, tap, type Tapped } from "../helpers/dial_tap.ts";
 import {
   Cleanup,
   clientOptions,
@@ -122,70 +122,11 @@ function sees(member: Member, queue: string, epoch: number): boolean {
   return member.broker.placement.known([queue]).queues[queue]?.epoch === epoch;
 }
 
-/** One frame a tapped client wrote to (`out`) or read from (`in`) the broker on `port`. */
-interface Tapped {
-  port: number;
-  dir: "in" | "out";
-  frame: unknown[];
-}
-
-/** A Dial over real TCP that records every frame, decoded. */
-function tap(log: Tapped[]): Dial {
-  return (host, port, tls, handlers) => {
-    const record = (decoder: FrameDecoder, dir: Tapped["dir"], bytes: Uint8Array) => {
-      for (const body of decoder.push(bytes)) {
-        try {
-          const frame = decode(body);
-          if (Array.isArray(frame)) log.push({ port, dir, frame });
-        } catch {
-          // not a frame this test looks at
-        }
-      }
-    };
-    const fromBroker = new FrameDecoder(64 * 1024 * 1024);
-    const toBroker = new FrameDecoder(64 * 1024 * 1024);
-    const transport = dialTcp(host, port, tls, {
-      open: () => handlers.open(),
-      data: (chunk) => {
-        record(fromBroker, "in", chunk);
-        handlers.data(chunk);
-      },
-      close: (error) => handlers.close(error),
-    });
-    return {
-      write(bytes) {
-        record(toBroker, "out", bytes);
-        transport.write(bytes);
-      },
-      close: () => transport.close(),
-    };
-  };
-}
-
 /** A client dialling through `tap(log)`, seeded with `seed`. */
 async function tapped(seed: { host: string }, log: Tapped[], options: Partial<ClientOptions> = {}): Promise<Client> {
   const mq = cleanup.add(new Client(tap(log)));
   await mq.connect(clientOptions(seed, options));
   return mq;
-}
-
-/** SEND frames written to `port` for channels of `queue`. */
-function sendsTo(log: Tapped[], port: number, queue: string): unknown[][] {
-  return log.filter((t) => t.dir === "out" && t.port === port && t.frame[0] === OP.SEND && String(t.frame[2]).startsWith(`${queue}/`))
-    .map((t) => t.frame);
-}
-
-/** ERROR frames with `code` read from `port`. */
-function errorsFrom(log: Tapped[], port: number, code: string): unknown[][] {
-  return log.filter((t) => t.dir === "in" && t.port === port && t.frame[0] === OP.ERROR && t.frame[2] === code).map((t) => t.frame);
-}
-
-/** MAP_INFO pushes (ref null) that name `queue` on `group`. */
-function pushesOf(log: Tapped[], queue: string, group: string): Tapped[] {
-  return log.filter((t) =>
-    t.dir === "in" && t.frame[0] === OP.MAP_INFO && t.frame[1] === null &&
-    (t.frame[2] as { queues?: Record<string, { group: string }> }).queues?.[queue]?.group === group
-  );
 }
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
