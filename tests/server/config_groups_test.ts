@@ -69,3 +69,13 @@ describe("channels[q].group and cluster.advertise", () => {
     expect(advertisedAddress(parseConfig({ serviceId: "b1", socketServer: { host: "::1" } }), 4000)).toBe("[::1]:4000@b1");
   });
 });
+
+describe("cluster.moveBytesPerSecond", () => {
+  it("defaults to 10 MiB/s; below 64 KiB/s, or not an integer, it is refused, naming the key", () => {
+    expect(parseConfig({}).cluster.moveBytesPerSecond).toBe(10 * 1024 * 1024);
+    expect(parseConfig({ cluster: { moveBytesPerSecond: 1048576 } }).cluster.moveBytesPerSecond).toBe(1048576);
+    for (const bad of [1000, 1.5e6 + 0.5, "fast"]) {
+      expect(problemsOf({ cluster: { moveBytesPerSecond: bad } }).some((p) => p.path === "cluster.moveBytesPerSecond")).toBe(true);
+    }
+  });
+});

@@ -33,6 +33,10 @@ export interface MoveRecord {
   snapshot: number;
   /** How long sends to the queue were held at the switch, in ms (once done). */
   fenceMs?: number;
+  /** Bytes streamed to the target (frames of the move link). */
+  bytes?: number;
+  /** Deliveries in flight on the source at the switch: the target delivers them again (duplicates). */
+  redelivered?: number;
   /** The broker that asked for it (serviceId). */
   requestedBy: string;
   requestedAt: number;

@@ -130,6 +130,9 @@ export const CLUSTER_ENTRIES = {
   // Where clients reach this broker ("host:port"), as written in the queue map; null: the
   // client port's host (this machine's name when it listens on every address) and bound port.
   advertise: v.nullable(v.pipe(str(), v.regex(/^[^\s:@#\/]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/, `must look like "host:port" or null`))),
+  // How fast a queue move streams its snapshot out of this broker at most (the live queue is not
+  // held back): what a move leaves of the disk and CPU to the other queues.
+  moveBytesPerSecond: int(65536),
 };
 const RULE_SCHEMA = object(v.strictObject(RULE_ENTRIES));
 const CHANNEL_SCHEMA = object(v.strictObject(CHANNEL_ENTRIES));

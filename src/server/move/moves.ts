@@ -147,12 +147,16 @@ export class Moves {
       return;
     }
     const queue = this.host.queues.get(record.queue) ?? this.host.queue(record.queue);
-    const config = this.host.config;
+    const host = this.host;
+    const config = host.config;
     const move = new OutgoingMove({
       serviceId: config.serviceId,
       keysDirectory: config.keysDirectory,
       keysName: config.keysName,
       maxFrameSize: config.socketServer.maxFrameSize,
+      get bytesPerSecond() {
+        return host.config.cluster.moveBytesPerSecond; // a reload applies to a move in progress
+      },
       map,
       now: () => this.host.now(),
       log: (level, message) => this.host.log[level]("move", message),

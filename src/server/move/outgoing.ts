@@ -29,6 +29,8 @@ export interface OutgoingHost {
   readonly keysDirectory: string;
   readonly keysName: string;
   readonly maxFrameSize: number;
+  /** How fast the snapshot is streamed at most (`cluster.moveBytesPerSecond`): the live queue is not held back. */
+  readonly bytesPerSecond: number;
   readonly map: QueueMap;
   now(): number;
   log(level: "info" | "warn" | "error", message: string): void;
@@ -42,6 +44,8 @@ export interface OutgoingHost {
 const WINDOW = 20_000;
 /** Progress is written to the move record this often. */
 const PROGRESS_MS = 2_000;
+/** How soon a snapshot held back by `bytesPerSecond` goes on. */
+const PACE_MS = 10;
 /** The target must acknowledge something within this long while entries wait. */
 const ACK_TIMEOUT_MS = 10_000;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
@@ -58,6 +62,11 @@ export class OutgoingMove {
   #acked = 0;
   #lastAckAt: number;
   #copied = 0;
+  #bytes = 0;
+  /** Snapshot bytes that may be streamed now (see #refill), and the pump waiting for more. */
+  #allowance = 0;
+  #refilledAt = performance.now();
+  #paced: ReturnType<typeof setTimeout> | null = null;
   #fenceSeq = 0;
   #fencedAt = 0;
   #progressAt: number;
@@ -150,11 +159,22 @@ export class OutgoingMove {
     this.#schedule();
   }
 
-  #push(entry: SnapshotEntry): void {
+  /** Queues a message for the target; returns its frame's size. */
+  #push(entry: SnapshotEntry): number {
     const op = [OP.MOVE_APPEND, ++this.#seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null];
-    this.#frames.push(frame(encode(op)));
+    const framed = frame(encode(op));
+    this.#frames.push(framed);
     this.#copied++;
     this.#schedule();
+    return framed.length;
+  }
+
+  /** The snapshot's bytes allowed now: `bytesPerSecond`, accrued since the last refill (a burst of at most one second's worth). */
+  #refill(): void {
+    const now = performance.now();
+    const rate = this.host.bytesPerSecond;
+    this.#allowance = Math.min(rate, this.#allowance + ((now - this.#refilledAt) / 1000) * rate);
+    this.#refilledAt = now;
   }
 
   #schedule(): void {
@@ -172,13 +192,16 @@ export class OutgoingMove {
     if (this.#frames.length === 0) return;
     const frames = this.#frames;
     this.#frames = [];
-    this.#link?.writeFramed(concat(frames));
+    const bytes = concat(frames);
+    this.#bytes += bytes.length;
+    this.#link?.writeFramed(bytes);
   }
 
   /** Streams snapshot entries while the window allows; once all are held, fences the queue. */
   #pump(): void {
     if (this.#state === "streaming" && this.#entries) {
-      while (this.#seq - this.#acked < WINDOW) {
+      this.#refill();
+      while (this.#seq - this.#acked < WINDOW && this.#allowance > 0) {
         const next = this.#entries.next();
         if (next.done) {
           this.#entries = null;
@@ -187,7 +210,13 @@ export class OutgoingMove {
         }
         // One settled since the snapshot was taken goes too: its removal went before it, and the
         // target drops it on arrival (a message being stored then may be paged now: not settled).
-        this.#push(next.value);
+        this.#allowance -= this.#push(next.value);
+      }
+      if (this.#entries && this.#allowance <= 0 && this.#paced === null) {
+        this.#paced = setTimeout(() => {
+          this.#paced = null;
+          this.#pump();
+        }, PACE_MS);
       }
     }
     // Everything of the snapshot held by the target: fence, once what is in flight is small.
@@ -209,7 +238,9 @@ export class OutgoingMove {
     this.#state = "switching";
     const fenceMs = this.host.now() - this.#fencedAt;
     this.#write(async () => {
-      const done = await this.host.map.switchOwner(this.#record, { copied: this.#copied, fenceMs, finishedAt: this.host.now(), updatedAt: this.host.now() });
+      const redelivered = this.queue.depth().inflight;
+      const now = this.host.now();
+      const done = await this.host.map.switchOwner(this.#record, { copied: this.#copied, bytes: this.#bytes, redelivered, fenceMs, finishedAt: now, updatedAt: now });
       if (!done) return this.rollback("the switch did not hold: this broker's epoch or the move record changed");
       this.#end();
       this.host.log("info", `move of "${this.queue.name}" to group "${done.to}" done: ${this.#copied} messages streamed, sends held ${fenceMs} ms`);
@@ -235,7 +266,7 @@ export class OutgoingMove {
     this.#progressAt = this.host.now();
     this.#write(async () => {
       if (!this.#progressing()) return;
-      const updated = await this.host.map.updateMove(this.#record, { copied: this.#copied, updatedAt: this.host.now() });
+      const updated = await this.host.map.updateMove(this.#record, { copied: this.#copied, bytes: this.#bytes, updatedAt: this.host.now() });
       if (updated) this.#record = updated;
       else if (this.#progressing()) this.#lost();
     });
@@ -270,6 +301,7 @@ export class OutgoingMove {
 
   #end(): void {
     this.#state = "ended";
+    if (this.#paced) clearTimeout(this.#paced);
     this.#entries = null;
     this.#frames = [];
     this.#removed = [];

@@ -1,0 +1,172 @@
+/**
+ * The queue-move run: `bun scripts/move.ts --messages 1000000`.
+ *
+ * Real etcd on loopback and two groups of broker processes (fsync; `--replicas 2`: a master and a
+ * slave per group, `minInSyncReplicas` 2). The queue `moved/v1` (on g1) is filled with
+ * `--messages` messages of 100 bytes nobody consumes; then, while a probe publisher sends to it at
+ * `--rate` msg/s and another publisher sends to `other/v1` (on g2: as fast as it can, or at
+ * `--other-rate` msg/s), the queue is
+ * moved to g2. Measured: the move's time and bytes, how long sends to the queue were held at the
+ * switch (the probe's send → confirm latency during the move: p50, p99, max), sends rejected, the
+ * other queue's throughput during the move against before it, and, consuming the queue from g2 at
+ * the end, confirmed messages lost and deliveries duplicated.
+ *
+ * The last line is `move: messages N, seconds S, lost N, rejected N, duplicates N`; the exit code
+ * is 1 when a message is lost or a send rejected (or when the run cannot finish).
+ */
+import { parseArgs } from "node:util";
+import { Client, type KittenError } from "../mod.ts";
+import { waitFor } from "../tests/helpers/broker.ts";
+import { countingInto, harnessClientOptions, tally } from "../tests/helpers/crash.ts";
+import { startEtcd } from "../tests/helpers/etcd.ts";
+import { MoveDeployment } from "../tests/helpers/move_cluster.ts";
+
+const { values } = parseArgs({
+  options: {
+    messages: { type: "string", default: "100000" },
+    replicas: { type: "string", default: "1" },
+    rate: { type: "string", default: "1000" },
+    "other-rate": { type: "string", default: "0" },
+  },
+});
+const MESSAGES = Number(values.messages);
+const REPLICAS = Number(values.replicas);
+const RATE = Number(values.rate);
+/** The other queue's offered load in msg/s; 0: as fast as it goes (200 sends in flight). */
+const OTHER_RATE = Number(values["other-rate"]);
+const PAD = "x".repeat(100 - JSON.stringify({ n: 0, pad: "" }).length - 6);
+const BUCKET_MS = 250;
+
+const percentile = (sorted: number[], p: number) => sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+const median = (list: number[]) => percentile([...list].sort((a, b) => a - b), 0.5);
+
+const etcd = await startEtcd();
+const deployment = new MoveDeployment(etcd);
+const clients: Client[] = [];
+async function client(name: string, window: number): Promise<Client> {
+  const mq = new Client();
+  mq.on("error", (_error: KittenError) => {});
+  clients.push(mq);
+  await mq.connect({ ...harnessClientOptions(deployment.hosts(), `${name}-${process.pid}`, window), sendTimeoutMs: 120_000 });
+  return mq;
+}
+
+let exitCode = 1;
+try {
+  await deployment.start(["g1", "g2"], REPLICAS, { channels: { "moved/v1": { group: "g1" }, "other/v1": { group: "g2" } } });
+  const confirmed = new Set<number>();
+  const rejected: KittenError[] = [];
+
+  // The backlog, with a window of sends in flight.
+  const filler = await client("filler", 20_000);
+  const fillStart = performance.now();
+  let next = 0;
+  await Promise.all(Array.from({ length: 5000 }, async () => {
+    while (next < MESSAGES) {
+      const n = next++;
+      await filler.send("moved/v1/x", { n, pad: PAD });
+      confirmed.add(n);
+    }
+  }));
+  console.log(`filled ${MESSAGES} messages in ${((performance.now() - fillStart) / 1000).toFixed(1)} s`);
+
+  // The probe: sends to the moving queue at RATE, each timed from the call to its confirmation.
+  const probe = await client("probe", 20_000);
+  const probes: { at: number; ms: number }[] = [];
+  let probing = true;
+  let probeN = 10_000_000;
+  const probeLoop = (async () => {
+    const pending: Promise<void>[] = [];
+    const started = performance.now();
+    let sent = 0;
+    while (probing) {
+      const due = Math.floor(((performance.now() - started) / 1000) * RATE);
+      for (; sent < due; sent++) {
+        const n = probeN++;
+        const at = performance.now();
+        pending.push(probe.send("moved/v1/x", { n, pad: PAD }).then(
+          () => {
+            confirmed.add(n);
+            probes.push({ at, ms: performance.now() - at });
+          },
+          (error) => void rejected.push(error),
+        ));
+      }
+      await Bun.sleep(2);
+    }
+    await Promise.all(pending);
+  })();
+
+  // Another queue, on the target group: its confirmations per bucket.
+  const other = await client("other", 50_000);
+  const buckets = new Map<number, number>();
+  let otherRunning = true;
+  const otherSend = () =>
+    other.send("other/v1/y", { pad: PAD }).then(
+      () => {
+        const bucket = Math.floor(performance.now() / BUCKET_MS);
+        buckets.set(bucket, (buckets.get(bucket) ?? 0) + 1);
+      },
+      (error) => void rejected.push(error),
+    );
+  const otherLanes = OTHER_RATE > 0
+    ? [(async () => {
+      const pending: Promise<void>[] = [];
+      const started = performance.now();
+      let sent = 0;
+      while (otherRunning) {
+        const due = Math.floor(((performance.now() - started) / 1000) * OTHER_RATE);
+        for (; sent < due; sent++) pending.push(otherSend());
+        await Bun.sleep(2);
+      }
+      await Promise.all(pending);
+    })()]
+    : Array.from({ length: 200 }, async () => {
+      while (otherRunning) await otherSend();
+    });
+
+  await Bun.sleep(3000); // the baseline of the other queue
+  const moveStart = performance.now();
+  const record = await deployment.requestMove("moved/v1", "g2");
+  const ended = await deployment.waitForRecord("moved/v1", (r) => r.id === record.id && r.state !== "copying", 600_000, "the move ends");
+  const moveEnd = performance.now();
+  await Bun.sleep(2000);
+  probing = false;
+  otherRunning = false;
+  await probeLoop;
+  await Promise.all(otherLanes);
+  if (ended.state !== "done") throw new Error(`the move was rolled back: ${ended.reason}`);
+
+  const rateOf = (from: number, to: number) => {
+    const list: number[] = [];
+    for (let b = Math.ceil(from / BUCKET_MS); b < Math.floor(to / BUCKET_MS); b++) list.push((buckets.get(b) ?? 0) * (1000 / BUCKET_MS));
+    return list;
+  };
+  const before = median(rateOf(moveStart - 2500, moveStart));
+  const during = rateOf(moveStart, moveEnd);
+  const duringMean = during.reduce((a, b) => a + b, 0) / Math.max(1, during.length);
+  const moving = probes.filter((p) => p.at >= moveStart && p.at <= moveEnd + 1000).map((p) => p.ms).sort((a, b) => a - b);
+
+  // Everything confirmed is delivered by the new owner.
+  const consumer = await client("consumer", 2000);
+  const received = new Map<number, number>();
+  consumer.consume("moved/v1/*", countingInto(received, "n"), { prefetch: 2000 });
+  await waitFor(() => [...confirmed].every((n) => received.has(n)), 600_000, "every confirmed message delivered").catch(() => {});
+  const { lost, duplicates } = await tally(confirmed, received, 1000);
+
+  const seconds = (moveEnd - moveStart) / 1000;
+  console.log(`move of ${ended.copied} messages (${ended.snapshot} in its snapshot): ${seconds.toFixed(1)} s, ` +
+    `${((ended.bytes ?? 0) / 1048576).toFixed(1)} MiB streamed, fence ${ended.fenceMs} ms, ${ended.redelivered ?? 0} deliveries in flight at the switch`);
+  console.log(`sends to the queue during the move (${moving.length}): p50 ${percentile(moving, 0.5).toFixed(1)} ms, ` +
+    `p99 ${percentile(moving, 0.99).toFixed(1)} ms, max ${(moving.at(-1) ?? NaN).toFixed(1)} ms`);
+  console.log(`other queue: ${before.toFixed(0)} msg/s before, ${duringMean.toFixed(0)} msg/s during (${(100 * (1 - duringMean / before)).toFixed(1)}% dip)`);
+  console.log(`move: messages ${MESSAGES}, seconds ${seconds.toFixed(1)}, lost ${lost.length}, rejected ${rejected.length}, duplicates ${duplicates}`);
+  exitCode = lost.length === 0 && rejected.length === 0 ? 0 : 1;
+} catch (error) {
+  console.error(`move run failed: ${(error as Error).message}`);
+} finally {
+  for (const mq of clients) await mq.disconnect();
+  await deployment.cleanup();
+  await etcd.cleanup();
+}
+process.exit(exitCode);
