@@ -159,6 +159,8 @@ try {
     `${((ended.bytes ?? 0) / 1048576).toFixed(1)} MiB streamed, fence ${ended.fenceMs} ms, ${ended.redelivered ?? 0} deliveries in flight at the switch`);
   console.log(`sends to the queue during the move (${moving.length}): p50 ${percentile(moving, 0.5).toFixed(1)} ms, ` +
     `p99 ${percentile(moving, 0.99).toFixed(1)} ms, max ${(moving.at(-1) ?? NaN).toFixed(1)} ms`);
+  const slowest = probes.filter((p) => p.at >= moveStart).sort((a, b) => b.ms - a.ms).slice(0, 3);
+  console.log(`slowest sends: ${slowest.map((p) => `${p.ms.toFixed(0)} ms sent ${((p.at - moveEnd) / 1000).toFixed(2)} s from the switch`).join(", ")}`);
   console.log(`other queue: ${before.toFixed(0)} msg/s before, ${duringMean.toFixed(0)} msg/s during (${(100 * (1 - duringMean / before)).toFixed(1)}% dip)`);
   console.log(`move: messages ${MESSAGES}, seconds ${seconds.toFixed(1)}, lost ${lost.length}, rejected ${rejected.length}, duplicates ${duplicates}`);
   exitCode = lost.length === 0 && rejected.length === 0 ? 0 : 1;

@@ -27,6 +27,7 @@ import {
   withCallback,
 } from "./subscription.ts";
 import { type Dial, dialTcp } from "./transport.ts";
+import { asError, report } from "./events.ts";
 
 type Callback = (error: KittenError | null) => void;
 
@@ -211,7 +212,7 @@ export class Client extends EventEmitter {
         try {
           subscription.settle(error); // the handler hears of it, as (err, …)
         } catch (thrown) {
-          this.#report(asError(thrown));
+          report(this, asError(thrown));
         }
       });
       return subscription;
@@ -299,9 +300,9 @@ export class Client extends EventEmitter {
       refused: (subscription: Subscription, error: KittenError): boolean => this.#registrationRefused(group, subscription, error),
     });
     group.on("master", (...args: unknown[]) => this.emit("master", ...args));
-    group.on("error", (error: Error) => this.#report(error));
+    group.on("error", (error: Error) => report(this, error));
     this.#groups.set(owner.group, group);
-    group.connect({ ...this.#options, hosts: unique(hosts) }).catch((error: Error) => this.#report(error));
+    group.connect({ ...this.#options, hosts: unique(hosts) }).catch((error: Error) => report(this, error));
     return group;
   }
 
@@ -343,6 +344,11 @@ export class Client extends EventEmitter {
 
   #learn(view: MapView): void {
     const moved = this.#routing.learn(view);
+    // Sends held back by a queue's old group (refused while it switched) go to its new one now.
+    for (const queue of moved) {
+      const owner = this.#routing.owner(queue)?.group;
+      for (const [group, client] of this.#groups) if (group !== owner) client.releaseHeld(queue);
+    }
     for (const [group, client] of this.#groups) client.addHosts(this.#withToken(this.#routing.brokers(group)));
     if (moved.length > 0) this.#follow(moved);
   }
@@ -383,7 +389,7 @@ export class Client extends EventEmitter {
     };
     const seed: GroupClient = new GroupClient(this.#dial, hooks);
     for (const event of ["connect", "disconnect", "master"]) seed.on(event, (...args) => this.emit(event, ...args));
-    seed.on("error", (error) => this.#report(error));
+    seed.on("error", (error) => report(this, error));
     return seed;
   }
 
@@ -408,16 +414,6 @@ export class Client extends EventEmitter {
       seed.release(placed.subscription);
       placed.on = null;
       this.#place(placed);
-    }
-  }
-
-  /** Tells the user through 'error'. Never throws: its callers go on. */
-  #report(error: Error): void {
-    if (this.listenerCount("error") === 0) return;
-    try {
-      this.emit("error", error);
-    } catch (thrown) {
-      console.error("kitten-mq: an 'error' listener threw while reporting", error, thrown);
     }
   }
 }
@@ -450,8 +446,4 @@ function address(label: string): string {
   } catch {
     return label;
   }
-}
-
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
 }

@@ -26,6 +26,7 @@ import { type PendingSend, PendingSends } from "./pending_sends.ts";
 import { Receiver } from "./receiver.ts";
 import { checkFrameSize, SendFrames } from "./send_frames.ts";
 import { type Subscription, withCallback } from "./subscription.ts";
+import { asError, report, tell } from "./events.ts";
 import { type Dial, dialTcp } from "./transport.ts";
 
 interface Pending {
@@ -74,14 +75,14 @@ export class GroupClient extends EventEmitter {
   #connectWaiters: Pending[] = [];
   #nextRef = 1;
   readonly #masters = new MasterTracker(() => this.#connections, {
-    master: (host, epoch) => this.#tell("master", { host, epoch }),
-    problem: (error) => this.#report(error),
+    master: (host, epoch) => tell(this, "master", { host, epoch }),
+    problem: (error) => report(this, error),
   });
   readonly #receiver = new Receiver(
     this.#subscriptions,
     this.#masters,
     () => this.#connections,
-    (error) => this.#report(error),
+    (error) => report(this, error),
   );
   /** Sends the master confirmed recently, by ref: replayed to a slave that was away (see #catchUp). */
   readonly #confirmed = new RecentMap<number, Uint8Array>(CONFIRMED_WINDOW);
@@ -139,7 +140,7 @@ export class GroupClient extends EventEmitter {
         refused: (connection, error) => this.#onRefused(connection, error),
         frame: (connection, value) => this.#onFrame(connection, value),
         deliver: (connection, delivery) => this.#receiver.receive(connection, delivery),
-        error: (_connection, error) => this.#report(asError(error)),
+        error: (_connection, error) => report(this, asError(error)),
       }, this.#dial, prove);
     this.#connections = options.hosts.map(this.#link);
     this.#keys = keys;
@@ -223,7 +224,7 @@ export class GroupClient extends EventEmitter {
         why ? { cause: why } : undefined,
       );
     });
-    if (wasConnected) this.#tell("disconnect");
+    if (wasConnected) tell(this, "disconnect");
     return withCallback(Promise.resolve(), callback);
   }
 
@@ -267,6 +268,18 @@ export class GroupClient extends EventEmitter {
    */
   handOver(): void {
     this.#sends.rejectAll((send) => new KittenError("NOT_OWNER", `Cannot send to "${send.channel}" here: queues follow the map`));
+  }
+
+  /**
+   * The queue moved to another group: its sends held back here (refused while it switched) are
+   * given back to the router, each rejected with NOT_OWNER without details.
+   */
+  releaseHeld(queue: string): void {
+    const prefix = `${queue}/`;
+    this.#sends.releaseHeld(
+      (send) => send.channel.startsWith(prefix),
+      (send) => new KittenError("NOT_OWNER", `Cannot send to "${send.channel}" here: queue "${queue}" moved to another group`),
+    );
   }
 
   /** Sends ADD_ID, REMOVE_ID or UNSUBSCRIBE (built by `build` from a ref) to every link. */
@@ -331,21 +344,21 @@ export class GroupClient extends EventEmitter {
     this.#maps.replay(connection);
     for (const waiter of this.#connectWaiters) waiter.resolve();
     this.#connectWaiters = [];
-    if (first) this.#tell("connect", { host: connection.host.label, welcome: connection.welcome });
+    if (first) tell(this, "connect", { host: connection.host.label, welcome: connection.welcome });
   }
 
   #onClose(connection: HostConnection, error: Error | null, wasOpen: boolean): void {
     // Unanswered registrations on this link are sent again when it reopens.
     for (const [ref, entry] of this.#registrations) if (entry.connection === connection) this.#registrations.delete(ref);
-    if (error) this.#report(error);
+    if (error) report(this, error);
     const anyOpen = this.#connections.some((c) => c.isOpen && c !== connection);
     if (wasOpen && !anyOpen) {
-      this.#tell("disconnect", { host: connection.host.label, error });
+      tell(this, "disconnect", { host: connection.host.label, error });
     }
   }
 
   #onRefused(_connection: HostConnection, error: KittenError): void {
-    this.#report(error);
+    report(this, error);
     // Every host refused: the client is idle again and connect() may be called anew.
     if (this.#connections.every((c) => c.state === "stopped")) this.#reset(error);
   }
@@ -359,7 +372,7 @@ export class GroupClient extends EventEmitter {
         const code = isErrorCode(value[2]) ? value[2] : "INTERNAL";
         const error = new KittenError(code, String(value[3]), value[4]);
         if (typeof value[1] === "number") this.#settle(connection, value[1], error, false);
-        else this.#report(error);
+        else report(this, error);
         return;
       }
       case OP.ROLE: {
@@ -466,34 +479,4 @@ export class GroupClient extends EventEmitter {
     for (const [ref, frame] of this.#confirmed.entries()) if (ref > connection.storedUpTo) connection.sendFramed(frame);
     this.#receiver.catchUp(connection);
   }
-
-  /**
-   * Emits a lifecycle event ('connect', 'disconnect', 'master'). A listener that throws is
-   * reported, not thrown into the link's code: what comes after the event there (registrations
-   * and resends on a new link, the reconnect of a lost one) must run whatever the listener does.
-   */
-  #tell(event: string, ...args: unknown[]): void {
-    try {
-      this.emit(event, ...args);
-    } catch (error) {
-      this.#report(asError(error));
-    }
-  }
-
-  /** Tells the user through 'error'. Never throws: its callers go on (a NACK, the next frame). */
-  #report(error: Error): void {
-    if (this.listenerCount("error") === 0) return;
-    try {
-      this.emit("error", error);
-    } catch (thrown) {
-      // An 'error' listener that throws leaves only the console to tell: emitting 'error' again
-      // would loop, and throwing would skip what the caller does next.
-      console.error("kitten-mq: an 'error' listener threw while reporting", error, thrown);
-    }
-  }
 }
-
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
-}
-

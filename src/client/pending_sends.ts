@@ -146,6 +146,15 @@ export class PendingSends {
   }
 
   /** Rejects every send (disconnect(), every host refused) with the error made for it; stops the timers. */
+  /**
+   * Gives up the sends `matches` selects that are held back (refused, or made while the master
+   * refused: none of them is stored), each rejected with `errorFor(send)`: the caller sends them
+   * elsewhere (their queue moved to another group).
+   */
+  releaseHeld(matches: (send: PendingSend) => boolean, errorFor: (send: PendingSend) => KittenError): void {
+    for (const send of [...this.#sends.values()]) if (send.waiting && matches(send)) this.fail(send, errorFor(send));
+  }
+
   rejectAll(errorFor: (send: PendingSend) => KittenError): void {
     const sends = [...this.#sends.values()];
     const errors = sends.map(errorFor);

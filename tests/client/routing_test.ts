@@ -7,7 +7,8 @@
 import { afterEach, expect, it } from "bun:test";
 import { Client, type ClientOptions } from "../../mod.ts";
 import { waitFor } from "../helpers/broker.ts";
-import { FakeBroker, fakeDial, type FakeMap } from "../helpers/fake_broker.ts";
+import { FakeBroker, fakeDial, type FakeMap, refuse } from "../helpers/fake_broker.ts";
+import { OP } from "../../src/protocol/mod.ts";
 import { testKeysDirectory } from "../helpers/keys.ts";
 
 const clients: Client[] = [];
@@ -106,4 +107,20 @@ it("without a map (no cluster.etcd) the client sends everything to its hosts and
   await Promise.all([mq.send("a/v1/x", 1), mq.send("b/v1/y", 2)]);
   expect(channels(broker)).toEqual(["a/v1/x", "b/v1/y"]);
   expect(broker.mapRequests).toEqual([]);
+});
+
+it("sends held back by a queue's old group (QUEUE_MOVING) go to its new group as soon as a push says it moved", async () => {
+  const { g1, g2, map } = deployment({ "q/v1": { group: "g1", epoch: 5 } });
+  const mq = await seededWith(g1, [g1, g2], { sendTimeoutMs: 5000 });
+  await mq.send("q/v1/x", { n: 0 });
+  // g1 holds the queue's sends while it switches, and would for ever (its own map stays as it
+  // was): only the push frees them.
+  g1.map = { queues: { ...map.queues }, groups: map.groups };
+  g1.answer = refuse("QUEUE_MOVING");
+  const held = mq.send("q/v1/x", { n: 1 });
+  await waitFor(() => channels(g1).length === 2, 1000, "g1 refused the send");
+  map.queues["q/v1"] = { group: "g2", epoch: 9 };
+  g1.push([OP.MAP_INFO, null, { epoch: 9, queues: { "q/v1": map.queues["q/v1"] }, groups: map.groups }]);
+  await held;
+  expect(channels(g2)).toEqual(["q/v1/x"]);
 });

@@ -82,6 +82,11 @@ export class FakeBroker {
     for (const link of this.#links.keys()) link.data(frame(encode([OP.ROLE, { role, epoch, fenced: false }])));
   }
 
+  /** Writes `op` to every open link (a push: ROLE, MAP_INFO…). */
+  push(op: unknown[]): void {
+    for (const link of this.#links.keys()) link.data(frame(encode(op)));
+  }
+
   /** Every link drops, as when the broker dies. */
   drop(): void {
     for (const close of [...this.#links.values()]) close();
