@@ -164,3 +164,21 @@ it("kill -9 of the broker that asked for the move (a slave of g2): the move fini
   expect(await sending.stop()).toEqual([]);
   await expectAllDelivered(d, confirmed);
 }, 120_000);
+
+it("kill -9 of the target group's master right after the switch: its slave is elected and serves the queue, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed } = await setUp();
+  const target = (await d.leader("g2"))!;
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2");
+  const done = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends");
+  expect(done.state).toBe("done");
+  await d.kill(target.broker);
+  await waitFor(async () => (await d.leader("g2"))?.broker !== target.broker && (await d.leader("g2")) !== null, 20_000, "g2 elects its slave");
+  // g2 has one broker left, below minInSyncReplicas: it confirms again once the killed one is back.
+  await d.restart(target.broker);
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed by g2 again");
+  expect(await d.owner(QUEUE)).toBe("g2");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
