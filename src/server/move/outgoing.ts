@@ -44,8 +44,9 @@ export interface OutgoingHost {
 const WINDOW = 20_000;
 /** Progress is written to the move record this often. */
 const PROGRESS_MS = 2_000;
-/** How soon a snapshot held back by `bytesPerSecond` goes on. */
+/** How soon a snapshot held back by `bytesPerSecond` goes on, and the most it streams in one turn (in ms of its rate). */
 const PACE_MS = 10;
+const BURST_MS = 50;
 /** The target must acknowledge something within this long while entries wait. */
 const ACK_TIMEOUT_MS = 10_000;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
@@ -169,11 +170,14 @@ export class OutgoingMove {
     return framed.length;
   }
 
-  /** The snapshot's bytes allowed now: `bytesPerSecond`, accrued since the last refill (a burst of at most one second's worth). */
+  /**
+   * The snapshot's bytes allowed now: `bytesPerSecond`, accrued since the last refill, at most
+   * BURST_MS worth: each turn of the event loop encodes a slice, so sends wait little behind it.
+   */
   #refill(): void {
     const now = performance.now();
     const rate = this.host.bytesPerSecond;
-    this.#allowance = Math.min(rate, this.#allowance + ((now - this.#refilledAt) / 1000) * rate);
+    this.#allowance = Math.min((rate * BURST_MS) / 1000, this.#allowance + ((now - this.#refilledAt) / 1000) * rate);
     this.#refilledAt = now;
   }
 
