@@ -2,7 +2,7 @@
  * `npm run bench`: throughput and publish→deliver latency of Kitten-MQ on loopback.
  *
  *   bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]
- *                        [--backlog-count N]
+ *                        [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]
  *
  * Every run starts a fresh broker subprocess (`bun src/cli/main.ts start --config <tmp>`, port 0)
  * and separate client processes (`scripts/bench_client.ts`: the bench worker of src/bench/worker/,
@@ -24,6 +24,12 @@
  *                   cluster.minInSyncReplicas 2: confirmed = on disk on both
  *   (f3) 3 brokers  (f2) with two slaves: the cluster docs/cluster.md recommends
  *   (c3) replicated (c) on the cluster of (f3) at 1,000 msg/s: send → confirm latency
+ *   (s) scale-out   1, 2 and 4 groups (--groups), one broker each, on one etcd the scenario starts;
+ *                   8 queues pinned evenly over the groups, 2 publishers → 2 consumers; at full speed
+ *                   (window as (a)), then paced at 10,000 msg/s per group (--groups-rate; 0: not);
+ *                   confirmed msg/s, broker and client CPU per message, and a projection for a host
+ *                   with a core per broker (scripts/bench/scale_out.ts); skipped when no etcd is on
+ *                   PATH unless --only names it
  *   (g) backlog     fill 20,000,000 messages (--backlog-count; 200,000 with --quick) into one fsync
  *                   queue with no consumer, kill -9, restart, drain with one consumer (prefetch
  *                   1000); the data directory's size after the drain (disk given back) and the
@@ -48,6 +54,8 @@ import { cpuLine, fmt, median, medianOf, ms, row, table } from "./bench/report.t
 import { type Median, type RunResult, WARMUP_SHARE, warmupOf } from "../src/bench/results.ts";
 import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
 import { backlogVerdicts, runBacklog } from "./bench/backlog.ts";
+import { scaleOutScenario } from "./bench/scale_out.ts";
+import { checkScaleOut, parseGroups, SCALE_OUT_DEFAULTS, type ScaleOutSettings } from "../src/bench/scale_out.ts";
 
 // ── arguments ──────────────────────────────────────────────────────────────────────────────────
 
@@ -61,20 +69,28 @@ const { values: args } = parseArgs({
     json: { type: "string" },
     profile: { type: "string" },
     "backlog-count": { type: "string" },
+    groups: { type: "string" },
+    "groups-durability": { type: "string" },
+    "groups-rate": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 if (args.help) {
   console.log(
-    "usage: bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]",
+    "usage: bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]\n" +
+      "                            [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]",
   );
   process.exit(0);
 }
 const QUICK = args.quick;
 const RUNS = args.runs ? Number(args.runs) : QUICK ? 1 : 3;
-const ONLY = new Set((args.only ?? "a,a-node,f,f2,f3,b,c,c3,d,e,g").split(",").map((s) => s.trim()));
+const ONLY = new Set((args.only ?? "a,a-node,f,f2,f3,b,c,c3,d,e,s,g").split(",").map((s) => s.trim()));
 const BACKLOG_COUNT = args["backlog-count"] ? Number(args["backlog-count"]) : QUICK ? 200_000 : 20_000_000;
 if (!Number.isSafeInteger(BACKLOG_COUNT) || BACKLOG_COUNT < 1) throw new RangeError(`--backlog-count must be a positive integer: ${args["backlog-count"]}`);
+const GROUPS_DURABILITY = args["groups-durability"] ?? SCALE_OUT_DEFAULTS.durability;
+if (GROUPS_DURABILITY !== "memory" && GROUPS_DURABILITY !== "fsync") {
+  throw new RangeError(`--groups-durability must be memory or fsync: current value is "${GROUPS_DURABILITY}"`);
+}
 const SIZES = QUICK
   ? { a: 20_000, b: 10_000, rate: 5_000, seconds: 2, warmup: 0.5 }
   : { a: 300_000, b: 300_000, rate: 5_000, seconds: 10, warmup: 10 };
@@ -97,6 +113,19 @@ if (args.profile) BUN_FLAGS.push("--cpu-prof-md", `--cpu-prof-dir=${resolve(args
 const WINDOW = 2000;
 const PREFETCH = 1000;
 const LISTENERS = 4;
+/** Scenario (s): as many messages per full-speed run as (a), over every publisher. */
+const GROUPS_RATE = args["groups-rate"] === undefined ? SCALE_OUT_DEFAULTS.ratePerGroup : Number(args["groups-rate"]);
+const SCALE_OUT: ScaleOutSettings = {
+  ...SCALE_OUT_DEFAULTS,
+  groups: args.groups ? parseGroups(args.groups) : [...SCALE_OUT_DEFAULTS.groups],
+  count: SIZES.a,
+  window: WINDOW,
+  prefetch: PREFETCH,
+  durability: GROUPS_DURABILITY,
+  ratePerGroup: GROUPS_RATE === 0 ? null : GROUPS_RATE,
+  ...(QUICK ? { pacedSeconds: 1, pacedWarmupSeconds: 0.5 } : {}),
+};
+checkScaleOut(SCALE_OUT);
 if (!Number.isSafeInteger(RUNS) || RUNS < 1) throw new RangeError(`--runs must be a positive integer: ${args.runs}`);
 if (!(TIMEOUT_MS > 0)) throw new RangeError(`--timeout must be a number of seconds > 0: ${args.timeout}`);
 
@@ -392,6 +421,12 @@ async function main(): Promise<number> {
       failedRuns: RUNS - runs.length,
       ...(floorP99 !== null ? { floor: { p99Median: floorP99, runs: floors } } : {}),
     };
+  }
+  if (ONLY.has("s")) {
+    const scale = await scaleOutScenario(SCALE_OUT, { runs: RUNS, timeoutMs: TIMEOUT_MS, asked: args.only !== undefined });
+    failures += scale.failures;
+    verdicts.push(scale.verdict);
+    if (scale.result) results.s = { title: "(s) scale-out", ...scale.result };
   }
   if (ONLY.has("g")) {
     console.log(`(g) backlog: fill ${fmt(BACKLOG_COUNT)} messages (fsync, no consumer), kill -9, restart, drain with 1 consumer (prefetch 1000)`);

@@ -17,6 +17,8 @@ const BUN = process.execPath;
 const CLIENT = join(ROOT, "scripts", "bench_client.ts");
 /** Extra `bun` flags for every process of a run (`--profile`: CPU profiles written on exit). */
 export const BUN_FLAGS: string[] = [];
+/** The command that runs a Bun bench client (BUN_FLAGS included, read when called). */
+export const bunClient = (): string[] => [BUN, ...BUN_FLAGS, CLIENT];
 const BROKER_CONFIG = {
   channels: {
     // Scenario (e): the work queue in fsync mode (confirmed = on disk), group commit.
@@ -39,7 +41,7 @@ const BROKER_CONFIG = {
 // ── brokers and clients ─────────────────────────────────────────────────────────────────────────
 
 /** Starts a broker from the sources; (a)–(d) measure the engine in memory mode, (e) is the durable scenario. */
-function startBroker(overrides: Record<string, unknown> = {}): Promise<BenchBroker> {
+export function startBroker(overrides: Record<string, unknown> = {}): Promise<BenchBroker> {
   return startBenchBroker([BUN, ...BUN_FLAGS, "src/cli/main.ts"], { ...BROKER_CONFIG, ...overrides }, {
     cwd: ROOT,
     env: BROKER_ENV,
@@ -48,10 +50,10 @@ function startBroker(overrides: Record<string, unknown> = {}): Promise<BenchBrok
   });
 }
 
-const stopBroker = (broker: BenchBroker) => stopBenchBroker(broker, tempDirs);
+export const stopBroker = (broker: BenchBroker) => stopBenchBroker(broker, tempDirs);
 
 /** `client` is the command that runs the bench client: Bun on the sources, or Node on its bundle. */
-function spawnClient(client: string[], role: string, options: Record<string, unknown>): Child {
+export function spawnClient(client: string[], role: string, options: Record<string, unknown>): Child {
   return new Child(`${role} ${options.clientId}`, [...client, role, JSON.stringify(options)]);
 }
 
@@ -71,7 +73,7 @@ export interface Plan extends RunPlan {
 
 export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult> {
   // Built before the broker starts, so the build is not part of the run.
-  const client = plan.clients === "node" ? ["node", await nodeBenchClient()] : [BUN, ...BUN_FLAGS, CLIENT];
+  const client = plan.clients === "node" ? ["node", await nodeBenchClient()] : bunClient();
   const brokers = await startBrokers(1 + (plan.slaves ?? 0), plan.minInSyncReplicas ?? null);
   const broker = brokers[0]!;
   let result: RunResult | null = null;

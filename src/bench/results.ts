@@ -104,6 +104,42 @@ export interface Snapshot {
 
 export type Median = Omit<RunResult, "note" | "cpu"> & { cpu: RunResult["cpu"] };
 
+/**
+ * Several publishers' reports as one: counts and CPU summed, the first start and the first send
+ * after the warm-up (the rate's window opens with the earliest, so a late publisher lowers the
+ * rate rather than raising it), the last send and confirmation, the first error, and the worst
+ * confirm latency of each percentile. One report is returned as it is.
+ */
+export function mergePublished(results: PublisherResult[]): PublisherResult {
+  if (results.length === 1) return results[0]!;
+  if (results.length === 0) throw new RangeError("Cannot merge publisher reports: there is none");
+  const sum = (pick: (r: PublisherResult) => number) => results.reduce((total, r) => total + pick(r), 0);
+  const cpuSum = (pick: (r: PublisherResult) => { userMs: number; systemMs: number }) => ({
+    userMs: sum((r) => pick(r).userMs),
+    systemMs: sum((r) => pick(r).systemMs),
+  });
+  const failedFirst = results.find((r) => r.failed > 0);
+  const latencies = results.map((r) => r.confirmLatency ?? null);
+  const known = latencies.filter((l): l is { p50: number; p99: number } => l !== null);
+  return {
+    role: results[0]!.role,
+    sent: sum((r) => r.sent),
+    confirmed: sum((r) => r.confirmed),
+    failed: sum((r) => r.failed),
+    firstError: failedFirst?.firstError ?? "",
+    firstErrorCode: failedFirst?.firstErrorCode ?? "",
+    firstAt: Math.min(...results.map((r) => r.firstAt)),
+    warmAt: Math.min(...results.map((r) => r.warmAt)),
+    lastSendAt: Math.max(...results.map((r) => r.lastSendAt)),
+    lastConfirmAt: Math.max(...results.map((r) => r.lastConfirmAt)),
+    confirmLatency: known.length === latencies.length
+      ? { p50: Math.max(...known.map((l) => l.p50)), p99: Math.max(...known.map((l) => l.p99)) }
+      : null,
+    startCpu: cpuSum((r) => r.startCpu),
+    cpu: cpuSum((r) => r.cpu),
+  };
+}
+
 export function summarize(
   published: PublisherResult,
   received: ReceiverResult[],

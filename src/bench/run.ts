@@ -6,11 +6,16 @@
 import { isErrorCode, KittenError } from "../protocol/errors.ts";
 import type { BenchBroker } from "./broker.ts";
 import { type Child, type Cpu, cpuSeconds, cpuTimes, machineBusySeconds, withTimeout } from "./processes.ts";
-import { type PublisherResult, type ReceiverResult, type RunResult, type Snapshot, summarize } from "./results.ts";
+import { mergePublished, type PublisherResult, type ReceiverResult, type RunResult, type Snapshot, summarize } from "./results.ts";
 
 export interface Plan {
   receivers: { role: "consumer" | "listener"; options: Record<string, unknown> }[];
   publisher: { role: "publisher" | "rate"; options: Record<string, unknown> };
+  /**
+   * More senders, started with `publisher` (the scale-out scenario): their reports are merged into
+   * one (mergePublished), so a run's figures count every publisher's messages and CPU.
+   */
+  morePublishers?: { role: "publisher" | "rate"; options: Record<string, unknown> }[];
 }
 
 export interface RunContext {
@@ -51,10 +56,10 @@ export async function runPlan(plan: Plan, context: RunContext): Promise<RunOutco
       const ready = await Promise.all(receivers.map((child) => child.waitJson<{ cpu: { userMs: number; systemMs: number } }>("ready")));
       // A receiver's CPU up to its ready line (start-up, connect) is not the run's.
       const before = await snapshot(brokers, ready.map((line) => cpuSeconds(line.cpu)));
-      const publisher = context.spawn(plan.publisher.role, { hosts, keysDirectory, ...plan.publisher.options });
-      children.push(publisher);
+      const publishers = [plan.publisher, ...(plan.morePublishers ?? [])].map((p) => context.spawn(p.role, { hosts, keysDirectory, ...p.options }));
+      children.push(...publishers);
       const [published, ...received] = await Promise.all([
-        publisher.waitJson<PublisherResult>("result").then(refuseFailedSends),
+        Promise.all(publishers.map((child) => child.waitJson<PublisherResult>("result"))).then(mergePublished).then(refuseFailedSends),
         ...receivers.map((child) => child.waitJson<ReceiverResult>("result")),
       ]);
       const after = await snapshot(brokers, []);

@@ -13,7 +13,13 @@ export interface WorkerOptions {
   /** …or several (a master and its slaves): the client connects to all of them. */
   hosts?: string[];
   keysDirectory: string;
-  channel: string;
+  /** The channel to send to or receive from… */
+  channel?: string;
+  /**
+   * …or several (the scale-out scenario: its queues spread over groups): a sender sends message
+   * `seq` to `channels[seq % n]`, a receiver consumes or listens to every one.
+   */
+  channels?: string[];
   clientId: string;
   /** Receivers: unique messages expected. Publisher: messages to send. */
   count: number;
@@ -42,6 +48,13 @@ export interface WorkerIo {
 }
 
 export type BenchClient = ReturnType<typeof client>;
+
+/** The channels a worker uses: `channels`, or the one `channel`. */
+export function channelsOf(options: WorkerOptions): string[] {
+  const channels = options.channels ?? (options.channel === undefined ? [] : [options.channel]);
+  if (channels.length === 0) throw new TypeError(`bench worker options need "channel" or "channels"`);
+  return channels;
+}
 
 const CONNECT_TIMEOUT_MS = 10_000;
 /** The client's default bound on unconfirmed sends; a larger window raises it. */

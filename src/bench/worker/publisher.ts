@@ -4,8 +4,9 @@
  *   rate       sends `rate` msg/s for `warmupSeconds + seconds`, paced in small batches every ms;
  *              when stopped it reports its confirmations so far (a probe of pauses)
  * Each reports when it sent (first, first after the warm-up, last), what was confirmed, and its CPU.
+ * With several channels, message `seq` goes to `channels[seq % n]`.
  */
-import { type BenchClient, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
+import { type BenchClient, channelsOf, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import { paddedPayload, payload, type Payload } from "./payload.ts";
 import { cpu, Latencies, now, round } from "./stats.ts";
 
@@ -60,6 +61,7 @@ export async function publish(options: WorkerOptions, io: WorkerIo): Promise<voi
   const window = options.window ?? 2000;
   const warmup = options.warmup ?? 0;
   const body = bodies(options);
+  const channels = channelsOf(options);
   const mq = await connect(options, io);
   io.emit("ready", { cpu: cpu() });
   let sent = 0;
@@ -73,7 +75,7 @@ export async function publish(options: WorkerOptions, io: WorkerIo): Promise<voi
       const seq = sent;
       const sentAt = now();
       if (seq === warmup) warmAt = sentAt;
-      mq.send(options.channel, body(seq)).then(() => {
+      mq.send(channels[seq % channels.length]!, body(seq)).then(() => {
         confirmLatency.record(seq, now() - sentAt);
         confirmations.ok();
       }, confirmations.error);
@@ -101,6 +103,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
   const total = Math.round(rate * ((options.warmupSeconds ?? 0) + (options.seconds ?? 5)));
   const warmup = Math.round(rate * (options.warmupSeconds ?? 0));
   const body = bodies(options);
+  const channels = channelsOf(options);
   const mq = await connect(options, io);
   io.emit("ready", { cpu: cpu() });
   let sent = 0;
@@ -136,7 +139,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promi
     if (batch > 0) maxBehindMs = Math.max(maxBehindMs, at - (firstAt + sent * 1000 / rate));
     while (sent < due) {
       if (sent === warmup) warmAt = now();
-      mq.send(options.channel, body(sent)).then(confirmed(sent, now()), confirmations.error);
+      mq.send(channels[sent % channels.length]!, body(sent)).then(confirmed(sent, now()), confirmations.error);
       sent++;
     }
     if (sent < total) setTimeout(tick, 1);

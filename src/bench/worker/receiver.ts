@@ -1,9 +1,10 @@
 /**
  * The receiving workers: `consumer` (consume(channel, …, { prefetch }) and done() per message)
- * and `listener` (listen(channel, …) with its own clientId). Each counts unique messages by
- * `seq` until it has `count`, and takes every one's publish → deliver latency on the shared clock.
+ * and `listener` (listen(channel, …) with its own clientId), on each of its channels. Each counts
+ * unique messages by `seq` until it has `count`, and takes every one's publish → deliver latency
+ * on the shared clock.
  */
-import { connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
+import { channelsOf, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import type { Payload } from "./payload.ts";
 import { cpu, now, percentiles } from "./stats.ts";
 
@@ -70,18 +71,21 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
     io.warn(`${error.code}: ${error.message}`);
   };
 
+  const channels = channelsOf(options);
   const mq = await connect(options, io);
-  const subscription = kind === "consume"
-    ? mq.consume(options.channel, (error, message, ack) => {
-      if (error) return onError(error);
-      ack();
-      onMessage(message);
-    }, { prefetch: options.prefetch ?? 1000 })
-    : mq.listen(options.channel, (error, message) => {
-      if (error) return onError(error);
-      onMessage(message);
-    });
-  await subscription.ready;
+  const subscriptions = channels.map((channel) =>
+    kind === "consume"
+      ? mq.consume(channel, (error, message, ack) => {
+        if (error) return onError(error);
+        ack();
+        onMessage(message);
+      }, { prefetch: options.prefetch ?? 1000 })
+      : mq.listen(channel, (error, message) => {
+        if (error) return onError(error);
+        onMessage(message);
+      })
+  );
+  await Promise.all(subscriptions.map((subscription) => subscription.ready));
   // The CPU used so far (start-up, connect) is left out of the run's: the parent subtracts it.
   io.emit("ready", { cpu: cpu() });
   await all;
