@@ -228,8 +228,9 @@ describe("admin moves", () => {
       expect(move).toMatchObject({ from: "g1", to: "g2", record: { queue: move.queue, from: "g1", to: "g2", state: "copying", requestedBy: "g2-1" } });
       expect(move.error).toBeUndefined();
     }
-    // While they copy, another rebalance leaves them alone.
-    const during = await g1.call("POST", "/rebalance", { dryRun: true });
+    // While they copy, another rebalance leaves them alone (asked on g2, which recorded them: g1
+    // hears of the records through its watch a moment later).
+    const during = await g2.call("POST", "/rebalance", { dryRun: true });
     expect(during.body.moves.map((m: { queue: string }) => m.queue)).not.toContain("a/v1");
     await waitFor(() => count("g1") === 3 && count("g2") === 3 && g1.server.broker.moves.status().every((m) => m.state === "done"), 30_000,
       "the two moves are done");

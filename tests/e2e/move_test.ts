@@ -4,18 +4,14 @@
  * fence, and nothing confirmed is lost.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client, type KittenError } from "../../mod.ts";
-import { clientOptions, startTestBroker, type TestBroker, waitFor } from "../helpers/broker.ts";
-import { testPrefix } from "../helpers/election.ts";
+import { clientOptions, type TestBroker, waitFor } from "../helpers/broker.ts";
+import { startGroups } from "../helpers/groups.ts";
 import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
 
 let etcd: EtcdCluster;
 const brokers: TestBroker[] = [];
 const clients: Client[] = [];
-const dirs: string[] = [];
 
 beforeAll(async () => {
   etcd = await startEtcd();
@@ -24,7 +20,6 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const mq of clients.splice(0)) await mq.disconnect();
   await Promise.all(brokers.splice(0).map((broker) => broker.stop()));
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
 afterAll(async () => {
@@ -32,20 +27,8 @@ afterAll(async () => {
 });
 
 async function groups(names: string[], extra: Record<string, unknown> = {}): Promise<TestBroker[]> {
-  const prefix = testPrefix();
-  const started = names.map((group) => {
-    const keys = mkdtempSync(join(tmpdir(), "kitten-move-keys-"));
-    dirs.push(keys);
-    return startTestBroker({
-      serviceId: `${group}-1`,
-      keysDirectory: keys,
-      ...extra,
-      cluster: { peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } },
-    });
-  });
+  const started = await startGroups(etcd, names, extra);
   brokers.push(...started);
-  await waitFor(() => started.every((b) => b.broker.isMaster), 10_000, "every group elects its master");
-  await waitFor(() => started.every((b) => Object.keys(b.broker.placement.status()!.groups).length === names.length), 10_000, "every group seen");
   return started;
 }
 

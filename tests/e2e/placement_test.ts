@@ -7,8 +7,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
 import { OP } from "../../src/protocol/mod.ts";
 import { encode } from "../../src/protocol/cbor.ts";
-import { startTestBroker, type TestBroker, waitFor } from "../helpers/broker.ts";
-import { testPrefix } from "../helpers/election.ts";
+import { type TestBroker, waitFor } from "../helpers/broker.ts";
+import { startGroups } from "../helpers/groups.ts";
 import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
 import { dial, hello, type Wire } from "../helpers/wire.ts";
 
@@ -29,20 +29,9 @@ afterAll(async () => {
   await etcd?.cleanup();
 });
 
-/** One broker per group, every one master of its group, all sharing one prefix. */
 async function groups(names: string[], extra: Record<string, unknown> = {}): Promise<TestBroker[]> {
-  const prefix = testPrefix();
-  const started = names.map((group) =>
-    startTestBroker({
-      serviceId: `${group}-1`,
-      ...extra,
-      cluster: { peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } },
-    })
-  );
+  const started = await startGroups(etcd, names, extra);
   brokers.push(...started);
-  await waitFor(() => started.every((b) => b.broker.isMaster), 10_000, "every group elects its master");
-  // Each broker sees every group's member key before a test places anything.
-  await waitFor(() => started.every((b) => Object.keys(b.broker.placement.status()!.groups).length === names.length), 10_000, "every group seen");
   return started;
 }
 

@@ -43,6 +43,7 @@ export function startTestBroker(overrides: Record<string, unknown> = {}): TestBr
     isManagementInterface: false,
     registeredClientsPath: join(root, "clients"),
     dataDirectory: join(root, "data"),
+    keysDirectory: join(root, "keys"), // the broker's own key pair, for its peer links
     ...overrides,
     socketServer,
   });

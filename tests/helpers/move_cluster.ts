@@ -5,7 +5,7 @@
  */
 import { join } from "node:path";
 import { Etcd3, type Namespace } from "etcd3";
-import { createMove, type MoveRecord, parseMoveRecord } from "../../src/server/cluster/move_records.ts";
+import { createMove, type MoveRecord, newMove, parseMoveRecord } from "../../src/server/cluster/move_records.ts";
 import { freePort, waitFor } from "./broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "./crash.ts";
 import { testPrefix } from "./election.ts";
@@ -100,22 +100,7 @@ export class MoveDeployment {
     const leader = await this.leader(from);
     if (!leader) throw new Error(`group ${from} has no master`);
     const last = await this.record(queue);
-    const now = Date.now();
-    const record: MoveRecord = {
-      id: `test-${now.toString(36)}`,
-      queue,
-      from,
-      to,
-      sourceEpoch: leader.epoch,
-      state: "copying",
-      phase: "starting",
-      copied: 0,
-      snapshot: 0,
-      requestedBy,
-      requestedAt: now,
-      updatedAt: now,
-      revision: 0,
-    };
+    const record = newMove(queue, from, to, leader.epoch, requestedBy, Date.now());
     const created = await createMove(this.keys, record, Number(map.mod_revision), last?.revision ?? 0);
     if (!created) throw new Error(`the move of ${queue} could not be recorded`);
     return created;

@@ -47,6 +47,25 @@ export interface MoveRecord {
   revision: number;
 }
 
+/** A new move of `queue` from `from` (its master at `sourceEpoch`) to `to`, asked for by `requestedBy` at `now`. */
+export function newMove(queue: string, from: string, to: string, sourceEpoch: number, requestedBy: string, now: number): MoveRecord {
+  return {
+    id: `${now.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+    queue,
+    from,
+    to,
+    sourceEpoch,
+    state: "copying",
+    phase: "starting",
+    copied: 0,
+    snapshot: 0,
+    requestedBy,
+    requestedAt: now,
+    updatedAt: now,
+    revision: 0,
+  };
+}
+
 /** What is stored: the record without its revision. */
 function stored(record: MoveRecord): string {
   const { revision: _revision, ...fields } = record;

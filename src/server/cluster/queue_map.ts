@@ -17,7 +17,7 @@
 import type { Etcd3, IKeyValue, Lease, Namespace, Watcher } from "etcd3";
 import { KittenError } from "../../protocol/errors.ts";
 import { connectEtcd } from "./etcd_client.ts";
-import { createMove, MOVES, type MoveRecord, parseMoveRecord, switchOwner, updateMove } from "./move_records.ts";
+import { createMove, MOVES, type MoveRecord, newMove, parseMoveRecord, switchOwner, updateMove } from "./move_records.ts";
 
 export interface QueueMapOptions {
   endpoints: string[];
@@ -168,21 +168,7 @@ export class QueueMap {
     if (!this.#leaders.get(to)) throw refuse(`group "${to}" has no master now`);
     const last = this.#moves.get(queue);
     if (last?.state === "copying") throw refuse(`a move to group "${last.to}" is in progress (asked at ${new Date(last.requestedAt).toISOString()})`);
-    const record: MoveRecord = {
-      id: `${now.toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
-      queue,
-      from: owner.group,
-      to,
-      sourceEpoch: leader.epoch,
-      state: "copying",
-      phase: "starting",
-      copied: 0,
-      snapshot: 0,
-      requestedBy,
-      requestedAt: now,
-      updatedAt: now,
-      revision: 0,
-    };
+    const record = newMove(queue, owner.group, to, leader.epoch, requestedBy, now);
     const created = await createMove(this.#keys, record, owner.epoch, last?.revision ?? 0);
     if (!created) throw refuse("its map entry or its move record changed meanwhile; ask again");
     this.#moves.set(queue, created);

@@ -47,6 +47,8 @@ const PROGRESS_MS = 2_000;
 /** How soon a snapshot held back by `bytesPerSecond` goes on, and the most it streams in one turn (in ms of its rate). */
 const PACE_MS = 10;
 const BURST_MS = 50;
+/** Bytes written to the target and not yet taken by the socket, at most: past it the target cannot keep up with the queue's traffic. */
+const MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** The target must acknowledge something within this long while entries wait. */
 const ACK_TIMEOUT_MS = 10_000;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
@@ -254,6 +256,9 @@ export class OutgoingMove {
   /** About once a second: progress to the record, and a target that stopped acknowledging ends the move. */
   tick(now: number): void {
     if (this.#state === "ended" || this.#state === "switching") return;
+    if ((this.#link?.pendingBytes ?? 0) > MAX_UNSENT_BYTES) {
+      return void this.rollback(`the target takes the queue's traffic more slowly than it comes: ${MAX_UNSENT_BYTES / 1048576} MiB wait to be sent`);
+    }
     if (this.#seq > this.#acked && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
       return void this.rollback(`the target acknowledged nothing for ${ACK_TIMEOUT_MS} ms`);
     }
