@@ -1,7 +1,7 @@
 /**
  * kill -9 during a queue move (real etcd, broker processes, two groups of two brokers each,
- * `minInSyncReplicas` 2): of the source group's master, of the target group's master, at the
- * snapshot and after the switch, and of the broker that asked for the move. Each ends with the
+ * `minInSyncReplicas` 2): of the source group's master and of the target group's master, during
+ * the snapshot, at the fence and after the switch, and of the broker that asked for the move. Each ends with the
  * queue owned by exactly one group, the move finished or rolled back on its own, and every
  * confirmed message delivered, while a publisher sends throughout.
  */
@@ -10,7 +10,8 @@ import { Client, type KittenError } from "../../mod.ts";
 import { waitFor } from "../helpers/broker.ts";
 import { countingInto, harnessClientOptions, tally } from "../helpers/crash.ts";
 import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
-import { MoveDeployment } from "../helpers/move_cluster.ts";
+import { type MoveBroker, MoveDeployment } from "../helpers/move_cluster.ts";
+import { OP } from "../../src/protocol/mod.ts";
 
 const QUEUE = "mv/v1";
 const BACKLOG = 20_000;
@@ -67,14 +68,17 @@ function publish(mq: Client, confirmed: Set<number>, from: number, window = 200)
   };
 }
 
-/** A deployment of g1 and g2 with the queue on g1 and a backlog of BACKLOG confirmed messages. */
-async function setUp(): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
+/**
+ * A deployment of g1 and g2 with the queue on g1 and a backlog of `backlog` confirmed messages;
+ * g2's brokers behind relays when `relayed`.
+ */
+async function setUp(backlog = BACKLOG, relayed = false): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
   const d = (deployment = new MoveDeployment(etcd));
-  await d.start(["g1", "g2"], 2, { channels: { [QUEUE]: { group: "g1" } } });
+  await d.start(["g1", "g2"], 2, { channels: { [QUEUE]: { group: "g1" } } }, relayed ? ["g2"] : []);
   const publisher = await client(d.hosts(), "publisher");
   const confirmed = new Set<number>();
   const fill = publish(publisher, confirmed, 0, 1000);
-  await waitFor(() => confirmed.size >= BACKLOG, 60_000, "the backlog is confirmed");
+  await waitFor(() => confirmed.size >= backlog, 60_000, "the backlog is confirmed");
   expect(await fill.stop()).toEqual([]);
   expect(await d.owner(QUEUE)).toBe("g1");
   return { d, publisher, confirmed };
@@ -179,6 +183,49 @@ it("kill -9 of the target group's master right after the switch: its slave is el
   const before = confirmed.size;
   await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed by g2 again");
   expect(await d.owner(QUEUE)).toBe("g2");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
+
+/**
+ * The move stops at its fence: the target's master answers MOVE_BEGIN, then its acknowledgements
+ * never reach the source (a relay holds them), so the source streams the whole (small) snapshot,
+ * fences the queue and waits for the target to hold it all.
+ */
+async function atTheFence(): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number>; source: MoveBroker; target: MoveBroker; id: string }> {
+  const { d, publisher, confirmed } = await setUp(2000, true);
+  const source = (await d.leader("g1"))!.broker;
+  const target = (await d.leader("g2"))!.broker;
+  target.relay!.holdAfterFrame((frame) => Array.isArray(frame) && frame[0] === OP.OK);
+  const record = await d.requestMove(QUEUE, "g2");
+  await waitFor(() => source.child!.output().includes(`move of "${QUEUE}": fenced at entry`), 20_000, "the source fences the queue");
+  target.relay!.holdAfterFrame(null); // clients dialling g2 later go through
+  return { d, publisher, confirmed, source, target, id: record.id };
+}
+
+it("kill -9 of the source group's master at the fence: its next master rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed, source, id } = await atTheFence();
+  await d.kill(source);
+  const ended = await d.waitForRecord(QUEUE, (r) => r.id === id && r.state !== "copying", 30_000, "the move ends on its own");
+  expect(ended.state).toBe("rolled-back");
+  expect(await d.owner(QUEUE)).toBe("g1");
+  await d.restart(source);
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed on g1 again");
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}, 120_000);
+
+it("kill -9 of the target group's master at the fence: the source rolls the move back and serves the queue again, nothing confirmed is lost", async () => {
+  const { d, publisher, confirmed, target, id } = await atTheFence();
+  await d.kill(target);
+  const ended = await d.waitForRecord(QUEUE, (r) => r.id === id && r.state !== "copying", 30_000, "the move ends on its own");
+  expect(ended.state).toBe("rolled-back");
+  expect(await d.owner(QUEUE)).toBe("g1");
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed on g1 again");
   expect(await sending.stop()).toEqual([]);
   await expectAllDelivered(d, confirmed);
 }, 120_000);

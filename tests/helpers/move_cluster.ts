@@ -10,6 +10,7 @@ import { freePort, waitFor } from "./broker.ts";
 import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "./crash.ts";
 import { testPrefix } from "./election.ts";
 import type { EtcdCluster } from "./etcd.ts";
+import { type Relay, startRelay } from "./relay.ts";
 import { TempDirs } from "./temp_dir.ts";
 
 export interface MoveBroker {
@@ -20,6 +21,8 @@ export interface MoveBroker {
   host: string;
   configPath: string;
   child: ChildBroker | null;
+  /** In front of the broker when its group is relayed: the address the queue map gives (`cluster.advertise`). */
+  relay: Relay | null;
 }
 
 export class MoveDeployment {
@@ -34,14 +37,19 @@ export class MoveDeployment {
     this.keys = this.#client.namespace(this.prefix);
   }
 
-  /** Starts `perGroup` brokers in each group; `extra` config keys go to every broker. */
-  async start(groups: string[], perGroup: number, extra: Record<string, unknown> = {}): Promise<void> {
+  /**
+   * Starts `perGroup` brokers in each group; `extra` config keys go to every broker. The brokers of
+   * `relayed` groups are reached through a relay by whoever learns their address from the queue
+   * map (clients, a move's source); their peers and the seed hosts dial them directly.
+   */
+  async start(groups: string[], perGroup: number, extra: Record<string, unknown> = {}, relayed: string[] = []): Promise<void> {
     const root = this.#temps.make("kitten-move-");
     for (const group of groups) {
       for (let i = 1; i <= perGroup; i++) {
         const name = `${group}-${i}`;
         const port = await freePort();
-        this.brokers.push({ name, group, port, host: `127.0.0.1:${port}@${name}`, configPath: "", child: null });
+        const relay = relayed.includes(group) ? await startRelay(port) : null;
+        this.brokers.push({ name, group, port, host: `127.0.0.1:${port}@${name}`, configPath: "", child: null, relay });
       }
     }
     for (const broker of this.brokers) {
@@ -55,6 +63,7 @@ export class MoveDeployment {
         ...extra,
         socketServer: { port: broker.port, host: "127.0.0.1" },
         cluster: {
+          advertise: broker.relay ? `127.0.0.1:${broker.relay.port}` : null,
           peers,
           minInSyncReplicas: peers.length > 0 ? 2 : 1,
           group: broker.group,
@@ -126,6 +135,7 @@ export class MoveDeployment {
 
   async cleanup(): Promise<void> {
     for (const broker of this.brokers) await this.kill(broker);
+    for (const broker of this.brokers) await broker.relay?.close();
     this.#client.close();
     this.#temps.removeAll();
   }

@@ -3,10 +3,13 @@
  * processes to fail in a chosen way: `cut()` drops every link through it (the next connection
  * goes through again), `freeze()` keeps the links open but lets nothing through any more (a peer
  * that stopped answering: what was written is never delivered), `holdAfter(bytes)` lets a new
- * link carry only so many bytes of the broker's side (a transfer stopped halfway), `down()`
- * refuses every connection until `open()`.
+ * link carry only so many bytes of the broker's side (a transfer stopped halfway),
+ * `holdAfterFrame(matches)` lets a new link carry the broker's frames up to the first one that
+ * matches (a peer that stops answering at a chosen step), `down()` refuses every connection until
+ * `open()`.
  */
 import { connect, createServer, type Socket } from "node:net";
+import { decode } from "../../src/protocol/cbor.ts";
 
 export interface Relay {
   readonly port: number;
@@ -21,6 +24,12 @@ export interface Relay {
    * follows is dropped (the dialer's bytes still go through). null: no bound for new links.
    */
   holdAfter(bytes: number | null): void;
+  /**
+   * Links opened from now on carry the broker's frames up to and including the first one
+   * `matches` (decoded), and nothing of the broker's after it (the dialer's bytes still go
+   * through). null: no such bound for new links.
+   */
+  holdAfterFrame(matches: ((frame: unknown) => boolean) | null): void;
   /** Links that reached their `holdAfter` bound so far. */
   readonly held: number;
   /** New connections are closed at once (the links open now stay as they are). */
@@ -36,6 +45,27 @@ interface Link {
   frozen: boolean;
   /** Bytes from the broker still allowed through (Infinity: no bound). */
   allowance: number;
+  /** The frame after which the broker's side is held, and the bytes of a frame not complete yet. */
+  watch: ((frame: unknown) => boolean) | null;
+  partial: Uint8Array;
+}
+
+/** The complete frames at the start of `bytes` up to the first `watch` matches: how many bytes, whether it matched. */
+function framesThrough(bytes: Uint8Array, watch: (frame: unknown) => boolean): { length: number; matched: boolean } {
+  let at = 0;
+  while (at + 4 <= bytes.length) {
+    const size = ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0;
+    if (at + 4 + size > bytes.length) break;
+    let frame: unknown = null;
+    try {
+      frame = decode(bytes.subarray(at + 4, at + 4 + size));
+    } catch {
+      // not CBOR: never a match
+    }
+    at += 4 + size;
+    if (watch(frame)) return { length: at, matched: true };
+  }
+  return { length: at, matched: false };
 }
 
 /** A relay to `port` on 127.0.0.1. */
@@ -43,6 +73,7 @@ export async function startRelay(port: number): Promise<Relay> {
   const links: Link[] = [];
   let refusing = false;
   let bound: number | null = null;
+  let frameBound: ((frame: unknown) => boolean) | null = null;
   let held = 0;
   const server = createServer((inbound) => {
     inbound.on("error", () => {});
@@ -52,13 +83,26 @@ export async function startRelay(port: number): Promise<Relay> {
     }
     const outbound = connect(port, "127.0.0.1");
     outbound.on("error", () => {});
-    const link: Link = { sockets: [inbound, outbound], frozen: false, allowance: bound ?? Infinity };
+    const link: Link = { sockets: [inbound, outbound], frozen: false, allowance: bound ?? Infinity, watch: frameBound, partial: new Uint8Array(0) };
     links.push(link);
     inbound.on("data", (chunk: Uint8Array) => {
       if (!link.frozen) outbound.write(chunk);
     });
     outbound.on("data", (chunk: Uint8Array) => {
       if (link.frozen || link.allowance <= 0) return;
+      if (link.watch) {
+        const bytes = new Uint8Array(link.partial.length + chunk.length);
+        bytes.set(link.partial);
+        bytes.set(chunk, link.partial.length);
+        const { length, matched } = framesThrough(bytes, link.watch);
+        if (length > 0) inbound.write(bytes.subarray(0, length));
+        link.partial = bytes.slice(length);
+        if (matched) {
+          link.allowance = 0;
+          held++;
+        }
+        return;
+      }
       const through = chunk.length <= link.allowance ? chunk : chunk.subarray(0, link.allowance);
       link.allowance -= through.length;
       if (link.allowance === 0) held++;
@@ -81,6 +125,9 @@ export async function startRelay(port: number): Promise<Relay> {
     },
     holdAfter(bytes) {
       bound = bytes;
+    },
+    holdAfterFrame(matches) {
+      frameBound = matches;
     },
     get held() {
       return held;
