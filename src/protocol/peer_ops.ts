@@ -75,6 +75,14 @@ export type InSyncOp = [typeof OP.IN_SYNC, { inSync: boolean; epoch: number }];
 
 const MAX_REMOVE_LIST = 100_000;
 
+/**
+ * The largest frame a broker reads from a peer: a message as large as `maxFrameSize` allows
+ * arrives with its queue, destination, dates and dead-letter fields around it (APPEND, MOVE_APPEND).
+ */
+export function peerMaxFrameSize(maxFrameSize: number): number {
+  return Math.max(maxFrameSize * 2, 1 << 20) + 1024;
+}
+
 function bad(op: string, detail: string): KittenError {
   return new KittenError("BAD_REQUEST", `Cannot read ${op}: ${detail}`);
 }

@@ -24,6 +24,7 @@ import {
   OP,
   opOf,
   peekOp,
+  peerMaxFrameSize,
   readSend,
   queueProblem,
   refOf,
@@ -254,7 +255,7 @@ export class Session implements Peer {
     const config = this.#broker.config;
     this.state = "open";
     this.#releaseHandshakeBytes();
-    this.#decoder.maxFrameSize = config.socketServer.maxFrameSize;
+    this.#decoder.maxFrameSize = this.isPeer ? peerMaxFrameSize(config.socketServer.maxFrameSize) : config.socketServer.maxFrameSize;
     this.#push(welcomeFrame(this.#broker));
     this.#broker.log.info("socket", `client=${this.clientId};remote=${this.#connection.remoteAddress};connected`);
   }
@@ -358,10 +359,7 @@ export class Session implements Peer {
     if (this.state === "open") this.#push(roleFrame(this.#broker));
   }
 
-  /**
-   * Owners of `queues` changed (placed, moved): a client that follows the map is told, and so is one
-   * whose registrations of a queue another group now owns end here (it registers with the owner).
-   */
+  /** Owners of `queues` changed: told to a client that follows the map, or whose registrations of one end here. */
   announceMap(queues: string[]): void {
     if (this.state !== "open") return;
     const ended = this.#registrations.forgetMoved(queues);

@@ -27,6 +27,7 @@ import {
   OP,
   opOf,
   parseHost,
+  peerMaxFrameSize,
   type WelcomeInfo,
 } from "../../protocol/mod.ts";
 import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
@@ -239,7 +240,7 @@ export class Upstream {
     const socket = connect({ host: host.host, port: host.port });
     socket.setNoDelay(true);
     this.#socket = socket;
-    const decoder = new FrameDecoder(Math.max(this.target.maxFrameSize * 2, 1 << 20) + 1024);
+    const decoder = new FrameDecoder(peerMaxFrameSize(this.target.maxFrameSize));
     let phase: "hello" | "auth" | "stream" | "done" = "hello";
     const handshake = setTimeout(() => socket.destroy(new Error("no welcome in time")), HANDSHAKE_MS);
     const write = (op: unknown[]) => {

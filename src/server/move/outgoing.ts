@@ -42,6 +42,10 @@ export interface OutgoingHost {
 
 /** Entries streamed and not yet acknowledged by the target, at most (the snapshot waits past it). */
 const WINDOW = 20_000;
+/** Bytes streamed and not yet acknowledged, at most, whatever the messages' size (the snapshot waits past it). */
+const WINDOW_BYTES = 32 * 1024 * 1024;
+/** How many entries' stream offsets are remembered to count the bytes in flight (more than WINDOW). */
+const OFFSETS = 65_536;
 /** Progress is written to the move record this often. */
 const PROGRESS_MS = 2_000;
 /** How soon a snapshot held back by `bytesPerSecond` goes on, and the most it streams in one turn (in ms of its rate). */
@@ -62,6 +66,9 @@ export class OutgoingMove {
   #link: PeerLink | null = null;
   #entries: Iterator<SnapshotEntry> | null = null;
   #seq = 0;
+  /** Bytes queued for the target so far, and that total as it stood after each recent entry (by seq % OFFSETS). */
+  #queuedBytes = 0;
+  readonly #offsets = new Float64Array(OFFSETS);
   #acked = 0;
   #lastAckAt: number;
   #copied = 0;
@@ -166,10 +173,23 @@ export class OutgoingMove {
   #push(entry: SnapshotEntry): number {
     const op = [OP.MOVE_APPEND, ++this.#seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null];
     const framed = frame(encode(op));
-    this.#frames.push(framed);
+    this.#queue(framed);
     this.#copied++;
     this.#schedule();
     return framed.length;
+  }
+
+  /** Queues the frame of entry `#seq`, remembering where the stream stands after it. */
+  #queue(framed: Uint8Array): void {
+    this.#frames.push(framed);
+    this.#queuedBytes += framed.length;
+    this.#offsets[this.#seq % OFFSETS] = this.#queuedBytes;
+  }
+
+  /** Bytes streamed and not acknowledged yet (Infinity when more entries wait than offsets are kept). */
+  #unackedBytes(): number {
+    if (this.#seq - this.#acked >= OFFSETS) return Infinity;
+    return this.#queuedBytes - (this.#acked === 0 ? 0 : this.#offsets[this.#acked % OFFSETS]!);
   }
 
   /**
@@ -192,7 +212,7 @@ export class OutgoingMove {
   #flush(): void {
     this.#flushing = false;
     if (this.#removed.length > 0) {
-      this.#frames.push(frame(encode([OP.MOVE_REMOVE, ++this.#seq, this.#removed])));
+      this.#queue(frame(encode([OP.MOVE_REMOVE, ++this.#seq, this.#removed])));
       this.#removed = [];
     }
     if (this.#frames.length === 0) return;
@@ -207,7 +227,7 @@ export class OutgoingMove {
   #pump(): void {
     if (this.#state === "streaming" && this.#entries) {
       this.#refill();
-      while (this.#seq - this.#acked < WINDOW && this.#allowance > 0) {
+      while (this.#seq - this.#acked < WINDOW && this.#allowance > 0 && this.#unackedBytes() < WINDOW_BYTES) {
         const next = this.#entries.next();
         if (next.done) {
           this.#entries = null;
@@ -226,7 +246,9 @@ export class OutgoingMove {
       }
     }
     // Everything of the snapshot held by the target: fence, once what is in flight is small.
-    if (this.#state === "streaming" && this.#entries === null && this.#seq - this.#acked < WINDOW / 4) this.#fence();
+    if (this.#state === "streaming" && this.#entries === null && this.#seq - this.#acked < WINDOW / 4 && this.#unackedBytes() < WINDOW_BYTES / 4) {
+      this.#fence();
+    }
     if (this.#state === "fenced" && this.#acked >= this.#fenceSeq) this.#switch();
   }
 

@@ -16,6 +16,7 @@ import {
   KittenError,
   OP,
   opOf,
+  peerMaxFrameSize,
   type WelcomeInfo,
 } from "../../protocol/mod.ts";
 import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
@@ -44,7 +45,7 @@ export class PeerLink {
     const socket = connect({ host: host.host, port: host.port });
     socket.setNoDelay(true);
     this.#socket = socket;
-    const decoder = new FrameDecoder(Math.max(options.maxFrameSize * 2, 1 << 20) + 1024);
+    const decoder = new FrameDecoder(peerMaxFrameSize(options.maxFrameSize));
     const handshake = setTimeout(() => this.#end(new KittenError("CONNECTION_LOST", `Cannot reach "${host.label}": no welcome within ${HANDSHAKE_MS} ms`)), HANDSHAKE_MS);
     socket.on("connect", () => this.write([OP.HELLO, PROTOCOL_VERSION, { client: options.serviceId, token: host.token, peer: true }]));
     socket.on("error", (error) => this.#end(new KittenError("CONNECTION_LOST", `Cannot reach "${host.label}": ${error.message}`)));
