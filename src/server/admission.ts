@@ -73,11 +73,7 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
       `Cannot send to "${channelName}": queue "${queue.name}" holds ${held} messages (maxMessagesPerQueue)`,
     );
   }
-  if (queue.settings.durability !== "memory") {
-    if (host.disk?.low) throw host.disk.refusal(channelName);
-    const refused = host.store?.refusal?.(channelName);
-    if (refused) throw refused;
-  }
+  checkDisk(host, queue, channelName);
   const master = host.isMaster;
   const replication = host.cluster.replication;
   if (master) replication.checkReplicas(channelName);
@@ -115,6 +111,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp):
   if (storing !== null) return storing;
   if (moves.incomingMirror(queue.name)?.get(messageId)) return;
   const channelName = `${queue.name}/${destination}`;
+  checkDisk(host, queue, channelName); // a disk below its floor refuses the move (rolled back)
   const replication = host.cluster.replication;
   replication.checkReplicas(channelName);
   const message = intake.create(messageId, queue, destination, body, created);
@@ -125,4 +122,12 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp):
   const replicated = replication.waitFor(index, channelName);
   if (replicated === undefined) return stored;
   return stored === undefined ? replicated : stored.then(() => replicated);
+}
+
+/** A durable queue's message is refused while the disk is below its floor or the store refuses writes (DISK_FULL, STORE_UNAVAILABLE). */
+function checkDisk(host: AdmissionHost, queue: Queue, channelName: string): void {
+  if (queue.settings.durability === "memory") return;
+  if (host.disk?.low) throw host.disk.refusal(channelName);
+  const refused = host.store?.refusal?.(channelName);
+  if (refused) throw refused;
 }

@@ -145,3 +145,20 @@ describe("moving a queue of large messages (real etcd)", () => {
     await waitFor(() => received.size === total, 20_000, "every large message delivered whole by the target");
   });
 });
+
+describe("a move into a group whose disk is below its floor (real etcd)", () => {
+  it("is rolled back with DISK_FULL named, and the queue keeps serving on its group with every message", async () => {
+    const [g1, g2] = await groups(["g1", "g2"], { durability: "fsync", channels: { "full/v1": { group: "g1" } } });
+    const publisher = await client(g1!);
+    for (let n = 0; n < 200; n++) await publisher.send("full/v1/a", { n });
+    // g2's disk floor above any free space: its store takes nothing more.
+    g2!.broker.reload({ ...g2!.broker.config, minFreeDiskBytes: Number.MAX_SAFE_INTEGER });
+    await waitFor(() => g2!.broker.disk?.low === true, 5000, "g2 sees its disk below the floor");
+    await g2!.broker.moves.request("full/v1", "g2");
+    await waitFor(() => g2!.broker.moves.status()[0]?.state === "rolled-back", 20_000, "the move is rolled back");
+    expect(g2!.broker.moves.status()[0]!.reason).toContain("DISK_FULL");
+    await waitFor(() => g1!.broker.placement.status()!.groups.g1?.queues.includes("full/v1"), 5000, "g1 still owns the queue");
+    await publisher.send("full/v1/a", { n: 200 });
+    expect(g1!.broker.queues.get("full/v1")!.held).toBe(201);
+  });
+});
