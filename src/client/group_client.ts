@@ -19,7 +19,7 @@ import {
 } from "../protocol/mod.ts";
 import { HostConnection } from "./connection.ts";
 import { MapRequests, type MapView } from "./map_requests.ts";
-import { loadOrCreateKeys, signHelloToken } from "./keys.ts";
+import { answerChallenge, loadOrCreateKeys } from "./keys.ts";
 import { type HostStatus, MasterTracker } from "./masters.ts";
 import { type ClientOptions, defaultOptions, type Host, parseHost, parseOptions } from "./options.ts";
 import { type PendingSend, PendingSends } from "./pending_sends.ts";
@@ -123,16 +123,7 @@ export class GroupClient extends EventEmitter {
     // The key pair is read (or created) once; every broker's challenge is signed with it.
     const keys = loadOrCreateKeys(options.keysDirectory, options.keysName);
     keys.catch(() => {}); // reported below, through connect()'s promise
-    const prove = async (host: Host, challenge: Challenge) => {
-      const { privateKey, publicKeyPem } = await keys;
-      const token = await signHelloToken({
-        privateKey,
-        clientId: options.clientId,
-        audience: host.serviceId ?? challenge.serviceId,
-        nonce: challenge.nonce,
-      });
-      return [OP.AUTH, { token, publicKey: publicKeyPem }];
-    };
+    const prove = (host: Host, challenge: Challenge) => answerChallenge(keys, options.clientId, host, challenge);
     this.#link = (label) =>
       new HostConnection(parseHost(label), options, {
         open: (connection) => this.#onOpen(connection),

@@ -1,2 +1,2 @@
 /** The client's key pair and hello token: the same files and tokens a broker uses towards its peers. */
-export { type ClientKeys, type HelloTokenInput, loadOrCreateKeys, signHelloToken } from "../protocol/keys.ts";
+export { answerChallenge, type ClientKeys, type HelloTokenInput, loadOrCreateKeys, signHelloToken } from "../protocol/keys.ts";

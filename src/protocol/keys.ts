@@ -21,6 +21,7 @@ import {
 } from "jose";
 import { KittenError } from "./errors.ts";
 import { writeNewFile } from "./files.ts";
+import { type Challenge, OP } from "./ops.ts";
 
 export interface ClientKeys {
   /** Non-extractable signing key: code that holds a Client cannot read the private key back. */
@@ -171,4 +172,20 @@ async function importKey(path: string, load: () => Promise<CryptoKey>): Promise<
       { cause: error },
     );
   }
+}
+
+/**
+ * The AUTH frame answering a broker's challenge: a hello token for `clientId`, signed with `keys`,
+ * for the broker the host names (its serviceId, else the one the challenge gives). Clients and
+ * brokers linking to a peer answer the same way.
+ */
+export async function answerChallenge(
+  keys: ClientKeys | Promise<ClientKeys>,
+  clientId: string,
+  host: { serviceId: string | null },
+  challenge: Challenge,
+): Promise<unknown[]> {
+  const { privateKey, publicKeyPem } = await keys;
+  const token = await signHelloToken({ privateKey, clientId, audience: host.serviceId ?? challenge.serviceId, nonce: challenge.nonce });
+  return [OP.AUTH, { token, publicKey: publicKeyPem }];
 }

@@ -102,6 +102,22 @@ async function expectAllDelivered(d: MoveDeployment, confirmed: Set<number>): Pr
 
 const streaming = (output: string) => output.includes(`move of "${QUEUE}" to group "g2": streaming`);
 
+/** The record of move `id` once it ended (done or rolled back), by itself. */
+const moveEnd = (d: MoveDeployment, id: string) =>
+  d.waitForRecord(QUEUE, (r) => r.id === id && r.state !== "copying", 60_000, "the move ends on its own");
+
+/** Waits for 200 more confirmations than now: sends go on. */
+async function confirmedAgain(confirmed: Set<number>, what: string): Promise<void> {
+  const before = confirmed.size;
+  await waitFor(() => confirmed.size > before + 200, 30_000, what);
+}
+
+/** Stops the publisher (none of its sends failed) and checks every confirmed message is delivered. */
+async function finish(d: MoveDeployment, sending: { stop(): Promise<KittenError[]> }, confirmed: Set<number>): Promise<void> {
+  expect(await sending.stop()).toEqual([]);
+  await expectAllDelivered(d, confirmed);
+}
+
 it("kill -9 of the source group's master during the snapshot: its next master rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
   const { d, publisher, confirmed } = await setUp();
   const source = (await d.leader("g1"))!;
@@ -109,16 +125,14 @@ it("kill -9 of the source group's master during the snapshot: its next master ro
   const record = await d.requestMove(QUEUE, "g2");
   await waitFor(() => streaming(source.broker.child!.output()), 20_000, "the source streams the snapshot");
   await d.kill(source.broker);
-  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 30_000, "the move ends on its own");
+  const ended = await moveEnd(d, record.id);
   expect(ended.state).toBe("rolled-back");
   expect(ended.reason).toContain("master of group \"g1\" changed");
   expect(await d.owner(QUEUE)).toBe("g1");
   // g1 has one broker left, below minInSyncReplicas: it confirms again once the killed one is back.
   await d.restart(source.broker);
-  const before = confirmed.size;
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed again");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await confirmedAgain(confirmed, "sends are confirmed again");
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 it("kill -9 of the target group's master during the snapshot: the source rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
@@ -129,13 +143,11 @@ it("kill -9 of the target group's master during the snapshot: the source rolls t
   const record = await d.requestMove(QUEUE, "g2");
   await waitFor(() => streaming(source.broker.child!.output()), 20_000, "the source streams the snapshot");
   await d.kill(target.broker);
-  const before = confirmed.size;
-  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 30_000, "the move ends on its own");
+  const ended = await moveEnd(d, record.id);
   expect(ended.state).toBe("rolled-back");
   expect(await d.owner(QUEUE)).toBe("g1");
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends go on on g1");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await confirmedAgain(confirmed, "sends go on on g1");
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 it("kill -9 of the source group's master right after the switch: g2 serves the queue, nothing confirmed is lost", async () => {
@@ -143,14 +155,12 @@ it("kill -9 of the source group's master right after the switch: g2 serves the q
   const source = (await d.leader("g1"))!;
   const sending = publish(publisher, confirmed, 1_000_000, 50);
   const record = await d.requestMove(QUEUE, "g2");
-  const done = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends");
+  const done = await moveEnd(d, record.id);
   expect(done.state).toBe("done");
   await d.kill(source.broker);
   expect(await d.owner(QUEUE)).toBe("g2");
-  const before = confirmed.size;
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed by g2");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await confirmedAgain(confirmed, "sends are confirmed by g2");
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 it("kill -9 of the broker that asked for the move (a slave of g2): the move finishes on its own", async () => {
@@ -162,11 +172,10 @@ it("kill -9 of the broker that asked for the move (a slave of g2): the move fini
   await d.kill(asker);
   // The target group has one broker left: minInSyncReplicas 2 refuses what it streams in, and
   // the move is rolled back; either way it ends on its own, with the queue owned once.
-  const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends on its own");
+  const ended = await moveEnd(d, record.id);
   expect(["done", "rolled-back"]).toContain(ended.state);
   expect(await d.owner(QUEUE)).toBe(ended.state === "done" ? "g2" : "g1");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 it("kill -9 of the target group's master right after the switch: its slave is elected and serves the queue, nothing confirmed is lost", async () => {
@@ -174,17 +183,15 @@ it("kill -9 of the target group's master right after the switch: its slave is el
   const target = (await d.leader("g2"))!;
   const sending = publish(publisher, confirmed, 1_000_000, 50);
   const record = await d.requestMove(QUEUE, "g2");
-  const done = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 60_000, "the move ends");
+  const done = await moveEnd(d, record.id);
   expect(done.state).toBe("done");
   await d.kill(target.broker);
   await waitFor(async () => (await d.leader("g2"))?.broker !== target.broker && (await d.leader("g2")) !== null, 20_000, "g2 elects its slave");
   // g2 has one broker left, below minInSyncReplicas: it confirms again once the killed one is back.
   await d.restart(target.broker);
-  const before = confirmed.size;
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed by g2 again");
+  await confirmedAgain(confirmed, "sends are confirmed by g2 again");
   expect(await d.owner(QUEUE)).toBe("g2");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 /**
@@ -206,26 +213,22 @@ async function atTheFence(): Promise<{ d: MoveDeployment; publisher: Client; con
 it("kill -9 of the source group's master at the fence: its next master rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
   const { d, publisher, confirmed, source, id } = await atTheFence();
   await d.kill(source);
-  const ended = await d.waitForRecord(QUEUE, (r) => r.id === id && r.state !== "copying", 30_000, "the move ends on its own");
+  const ended = await moveEnd(d, id);
   expect(ended.state).toBe("rolled-back");
   expect(await d.owner(QUEUE)).toBe("g1");
   await d.restart(source);
   const sending = publish(publisher, confirmed, 1_000_000, 50);
-  const before = confirmed.size;
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed on g1 again");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await confirmedAgain(confirmed, "sends are confirmed on g1 again");
+  await finish(d, sending, confirmed);
 }, 120_000);
 
 it("kill -9 of the target group's master at the fence: the source rolls the move back and serves the queue again, nothing confirmed is lost", async () => {
   const { d, publisher, confirmed, target, id } = await atTheFence();
   await d.kill(target);
-  const ended = await d.waitForRecord(QUEUE, (r) => r.id === id && r.state !== "copying", 30_000, "the move ends on its own");
+  const ended = await moveEnd(d, id);
   expect(ended.state).toBe("rolled-back");
   expect(await d.owner(QUEUE)).toBe("g1");
   const sending = publish(publisher, confirmed, 1_000_000, 50);
-  const before = confirmed.size;
-  await waitFor(() => confirmed.size > before + 200, 30_000, "sends are confirmed on g1 again");
-  expect(await sending.stop()).toEqual([]);
-  await expectAllDelivered(d, confirmed);
+  await confirmedAgain(confirmed, "sends are confirmed on g1 again");
+  await finish(d, sending, confirmed);
 }, 120_000);

@@ -75,20 +75,17 @@ describe("moving a queue between groups (real etcd)", () => {
     await waitFor(() => confirmed > 2200, 10_000, "sends go on after the switch");
     sending = false;
     await running;
-    await waitFor(() => received.size >= confirmed, 20_000, "every confirmed message delivered").catch((error) => {
-      console.log(`confirmed ${confirmed}, received ${received.size}, duplicates ${duplicates}`);
-      console.log(g1!.logger.lines.filter((l) => l.includes("move")).join("\n"));
-      console.log(g2!.logger.lines.filter((l) => l.includes("move")).join("\n"));
-      console.log(JSON.stringify(g2!.broker.moves.status()), g2!.broker.queues.get("moving/v1")?.depth(), g2!.broker.queues.get("moving/v1")?.held);
-      throw error;
-    });
+    await waitFor(() => received.size >= confirmed, 20_000, "every confirmed message delivered");
     for (let n = 0; n < confirmed; n++) expect(received.has(n)).toBe(true);
     // The source dropped the queue; the target serves it.
     await waitFor(() => !g1!.broker.queues.has("moving/v1"), 5000, "g1 dropped the queue");
     const done = g2!.broker.moves.status()[0]!;
     expect(done.state).toBe("done");
     expect(done.fenceMs).toBeLessThan(2000);
-    console.log(`moved: copied ${done.copied}, fence ${done.fenceMs} ms, duplicates ${duplicates}`);
+    // Everything the queue held was streamed; deliveries of a message twice are the ones in flight
+    // or acked on the source in the moment of the switch, a bounded few, never the queue again.
+    expect(done.copied).toBeGreaterThanOrEqual(2000);
+    expect(duplicates).toBeLessThan(confirmed / 2);
   });
 });
 

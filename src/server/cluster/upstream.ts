@@ -30,7 +30,7 @@ import {
   peerMaxFrameSize,
   type WelcomeInfo,
 } from "../../protocol/mod.ts";
-import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
+import { answerChallenge, loadOrCreateKeys } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
 import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
 import { readAppend } from "../../protocol/hot_ops.ts";
@@ -328,16 +328,10 @@ export class Upstream {
     });
   }
 
-  async #prove(host: Host, challenge: Challenge): Promise<unknown[]> {
-    const { privateKey, publicKeyPem } = await loadOrCreateKeys(this.target.keysDirectory, this.target.keysName);
-    const token = await signHelloToken({
-      privateKey,
-      clientId: this.target.serviceId,
-      audience: host.serviceId ?? challenge.serviceId,
-      nonce: challenge.nonce,
-    });
-    return [OP.AUTH, { token, publicKey: publicKeyPem }];
+  #prove(host: Host, challenge: Challenge): Promise<unknown[]> {
+    return answerChallenge(loadOrCreateKeys(this.target.keysDirectory, this.target.keysName), this.target.serviceId, host, challenge);
   }
+
 
   #startStream(host: Host, welcome: WelcomeInfo, write: (op: unknown[]) => void): void {
     this.#retryMs = RETRY_MIN_MS;

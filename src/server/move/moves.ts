@@ -40,13 +40,15 @@ export interface MovesHost {
 export const STALE_MOVE_MS = 30_000;
 /** How long a target waits for a move's record to reach it through the watch. */
 const RECORD_WAIT_MS = 3_000;
+const RECORD_POLL_MS = 20;
 
 export class Moves {
   /** Moves this broker drives, by queue. */
   readonly outgoing = new Map<string, OutgoingMove>();
   /** Queues this broker takes in, by name, with what tracks their messages until the switch. */
   readonly incoming = new Map<string, Mirror>();
-  #waiters: (() => void)[] = [];
+  /** Ids of records this broker is rolling back: one transaction each, not one per tick. */
+  readonly #rollingBack = new Set<string>();
 
   constructor(readonly host: MovesHost) {}
 
@@ -108,23 +110,20 @@ export class Moves {
     return mirror;
   }
 
+  /** The record of move `id` of `queue`, once the watch brought it (a target may hear of it after the source). */
   async #recordOf(queue: string, id: string): Promise<MoveRecord | undefined> {
     const deadline = this.host.now() + RECORD_WAIT_MS;
     for (;;) {
       const record = this.host.placement.map?.move(queue);
-      if (record?.id === id || this.host.now() >= deadline) return record?.id === id ? record : undefined;
-      await new Promise<void>((resolve) => {
-        this.#waiters.push(resolve);
-        setTimeout(resolve, 100);
-      });
+      if (record?.id === id) return record;
+      if (this.host.now() >= deadline) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, RECORD_POLL_MS));
     }
   }
 
+
   /** Move records changed (the watch, or this broker's own writes). */
   recordsChanged(records: readonly MoveRecord[]): void {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const wake of waiters) wake();
     for (const record of records) {
       if (record.state === "copying") this.#copying(record);
       else {
@@ -173,10 +172,14 @@ export class Moves {
   }
 
   #rollback(map: QueueMap, record: MoveRecord, reason: string): void {
+    if (this.#rollingBack.has(record.id)) return;
+    this.#rollingBack.add(record.id);
     this.host.log.warn("move", `queue=${record.queue};rolling back move ${record.id}: ${reason}`);
     map.updateMove(record, { state: "rolled-back", reason, finishedAt: this.host.now(), updatedAt: this.host.now() })
-      .catch((error: Error) => this.host.log.warn("move", `queue=${record.queue};cannot roll back: ${error.message}`));
+      .catch((error: Error) => this.host.log.warn("move", `queue=${record.queue};cannot roll back: ${error.message}`))
+      .finally(() => this.#rollingBack.delete(record.id));
   }
+
 
   /**
    * Keeps this broker's copy of `queue` in line with the map: a queue taken in becomes an ordinary

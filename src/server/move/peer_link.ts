@@ -19,7 +19,7 @@ import {
   peerMaxFrameSize,
   type WelcomeInfo,
 } from "../../protocol/mod.ts";
-import { loadOrCreateKeys, signHelloToken } from "../../protocol/keys.ts";
+import { answerChallenge, loadOrCreateKeys } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
 
 export interface PeerLinkOptions {
@@ -109,14 +109,8 @@ export class PeerLink {
     this.options.ended(error);
   }
 
-  async #prove(challenge: Challenge): Promise<unknown[]> {
-    const { privateKey, publicKeyPem } = await loadOrCreateKeys(this.options.keysDirectory, this.options.keysName);
-    const token = await signHelloToken({
-      privateKey,
-      clientId: this.options.serviceId,
-      audience: this.host.serviceId ?? challenge.serviceId,
-      nonce: challenge.nonce,
-    });
-    return [OP.AUTH, { token, publicKey: publicKeyPem }];
+  #prove(challenge: Challenge): Promise<unknown[]> {
+    return answerChallenge(loadOrCreateKeys(this.options.keysDirectory, this.options.keysName), this.options.serviceId, this.host, challenge);
   }
+
 }
