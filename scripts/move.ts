@@ -11,6 +11,8 @@
  * other queue's throughput during the move against before it, and, consuming the queue from g2 at
  * the end, confirmed messages lost and deliveries duplicated.
  *
+ * `--kill source|target` kills that group's master with SIGKILL halfway through the snapshot.
+ *
  * The last line is `move: messages N, seconds S, lost N, rejected N, duplicates N`; the exit code
  * is 1 when a message is lost or a send rejected (or when the run cannot finish).
  */
@@ -27,11 +29,18 @@ const { values } = parseArgs({
     replicas: { type: "string", default: "1" },
     rate: { type: "string", default: "1000" },
     "other-rate": { type: "string", default: "0" },
+    kill: { type: "string", default: "" },
   },
 });
 const MESSAGES = Number(values.messages);
 const REPLICAS = Number(values.replicas);
 const RATE = Number(values.rate);
+/**
+ * `--kill source|target`: kill -9 that group's master once half the snapshot is streamed, and start
+ * it again once the move ended (with `--replicas 2`, its slave takes over meanwhile); the move
+ * must then end on its own, rolled back or done, and nothing confirmed be lost.
+ */
+const KILL = values.kill;
 /** The other queue's offered load in msg/s; 0: as fast as it goes (200 sends in flight). */
 const OTHER_RATE = Number(values["other-rate"]);
 const PAD = "x".repeat(100 - JSON.stringify({ n: 0, pad: "" }).length - 6);
@@ -127,15 +136,24 @@ try {
 
   await Bun.sleep(3000); // the baseline of the other queue
   const moveStart = performance.now();
+  const killed = KILL === "" ? null : (await deployment.leader(KILL === "source" ? "g1" : "g2"))!.broker;
   const record = await deployment.requestMove("moved/v1", "g2");
+  if (killed) {
+    await deployment.waitForRecord("moved/v1", (r) => r.id === record.id && (r.copied >= MESSAGES / 2 || r.state !== "copying"), 600_000, "half the snapshot");
+    await deployment.kill(killed);
+    console.log(`killed ${killed.name} (the ${KILL} group's master) with SIGKILL after half the snapshot`);
+  }
   const ended = await deployment.waitForRecord("moved/v1", (r) => r.id === record.id && r.state !== "copying", 600_000, "the move ends");
   const moveEnd = performance.now();
+  if (killed) await deployment.restart(killed);
   await Bun.sleep(2000);
   probing = false;
   otherRunning = false;
   await probeLoop;
   await Promise.all(otherLanes);
-  if (ended.state !== "done") throw new Error(`the move was rolled back: ${ended.reason}`);
+  if (ended.state !== "done" && !killed) throw new Error(`the move was rolled back: ${ended.reason}`);
+  if (ended.state !== "done") console.log(`the move was rolled back: ${ended.reason}`);
+  const owner = await deployment.owner("moved/v1");
 
   const rateOf = (from: number, to: number) => {
     const list: number[] = [];
@@ -148,6 +166,7 @@ try {
   const moving = probes.filter((p) => p.at >= moveStart && p.at <= moveEnd + 1000).map((p) => p.ms).sort((a, b) => a - b);
 
   // Everything confirmed is delivered by the new owner.
+  console.log(`the queue is owned by ${owner}`);
   const consumer = await client("consumer", 2000);
   const received = new Map<number, number>();
   consumer.consume("moved/v1/*", countingInto(received, "n"), { prefetch: 2000 });
@@ -156,7 +175,7 @@ try {
 
   const seconds = (moveEnd - moveStart) / 1000;
   console.log(`move of ${ended.copied} messages (${ended.snapshot} in its snapshot): ${seconds.toFixed(1)} s, ` +
-    `${((ended.bytes ?? 0) / 1048576).toFixed(1)} MiB streamed, fence ${ended.fenceMs} ms, ${ended.redelivered ?? 0} deliveries in flight at the switch`);
+    `${((ended.bytes ?? 0) / 1048576).toFixed(1)} MiB streamed, fence ${ended.fenceMs ?? "-"} ms, ${ended.redelivered ?? 0} deliveries in flight at the switch`);
   console.log(`sends to the queue during the move (${moving.length}): p50 ${percentile(moving, 0.5).toFixed(1)} ms, ` +
     `p99 ${percentile(moving, 0.99).toFixed(1)} ms, max ${(moving.at(-1) ?? NaN).toFixed(1)} ms`);
   const slowest = probes.filter((p) => p.at >= moveStart).sort((a, b) => b.ms - a.ms).slice(0, 3);
