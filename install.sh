@@ -250,25 +250,10 @@ owner() { # OWNER:GROUP PATH
 # ", OWNER:GROUP" for messages, when owner() applies it.
 owned() { if [ "$PREFIXED" -eq 0 ] && is_linux; then printf ', %s' "$1"; fi; }
 
-write_unit() { # FILE
-  cat >"$1" <<'UNIT'
-# Kitten-MQ broker, installed by install.sh. Local changes: `sudo systemctl edit kitten-mq`
-# (a drop-in survives upgrades; this file is rewritten by every install).
-#   systemctl reload kitten-mq        SIGUSR2: re-read the config (a bad file changes nothing)
-#   systemctl stop kitten-mq          SIGTERM: soft stop, in-flight deliveries get up to 5 s
-#   systemctl kill -s SIGUSR1 kitten-mq   soft stop with up to 30 s (stays stopped)
-[Unit]
-Description=Kitten-MQ message broker
-Documentation=https://github.com/kitten-mq/kitten-mq#readme
-After=network-online.target
-Wants=network-online.target
-
-[Service]
-Type=simple
-User=kitten-mq
-Group=kitten-mq
-WorkingDirectory=/var/www/kitten-mq
-ExecStart=/var/www/kitten-mq/kitten-mq start --config /var/www/kitten-mq/kitten-mq.config.json
+# The [Service] lines and the hardening every kitten-mq unit shares (kitten-mq.service and the
+# kitten-mq@.service template); each unit writes its own paths between them.
+unit_service_common() {
+  cat <<'UNIT'
 ExecReload=/bin/kill -USR2 $MAINPID
 KillSignal=SIGTERM
 TimeoutStopSec=40
@@ -280,14 +265,18 @@ Environment=MIMALLOC_PURGE_DELAY=3600000
 Environment=BUN_JSC_forceRAMSize=1073741824
 LimitNOFILE=65536
 UMask=0027
-
-# Hardening. The default ports (1234, 8080) need no capability. No MemoryDenyWriteExecute:
-# the JavaScript JIT writes code. Data written outside /var/www/kitten-mq needs ReadWritePaths.
+UNIT
+}
+unit_hardening_head() {
+  cat <<'UNIT'
 NoNewPrivileges=yes
 CapabilityBoundingSet=
 AmbientCapabilities=
 ProtectSystem=strict
-ReadWritePaths=/var/www/kitten-mq
+UNIT
+}
+unit_hardening_tail() {
+  cat <<'UNIT'
 ProtectHome=yes
 PrivateTmp=yes
 PrivateDevices=yes
@@ -309,9 +298,45 @@ WantedBy=multi-user.target
 UNIT
 }
 
+write_unit() { # FILE
+  {
+  cat <<'UNIT'
+# Kitten-MQ broker, installed by install.sh. Local changes: `sudo systemctl edit kitten-mq`
+# (a drop-in survives upgrades; this file is rewritten by every install).
+#   systemctl reload kitten-mq        SIGUSR2: re-read the config (a bad file changes nothing)
+#   systemctl stop kitten-mq          SIGTERM: soft stop, in-flight deliveries get up to 5 s
+#   systemctl kill -s SIGUSR1 kitten-mq   soft stop with up to 30 s (stays stopped)
+[Unit]
+Description=Kitten-MQ message broker
+Documentation=https://github.com/kitten-mq/kitten-mq#readme
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+User=kitten-mq
+Group=kitten-mq
+WorkingDirectory=/var/www/kitten-mq
+ExecStart=/var/www/kitten-mq/kitten-mq start --config /var/www/kitten-mq/kitten-mq.config.json
+UNIT
+  unit_service_common
+  cat <<'UNIT'
+
+# Hardening. The default ports (1234, 8080) need no capability. No MemoryDenyWriteExecute:
+# the JavaScript JIT writes code. Data written outside /var/www/kitten-mq needs ReadWritePaths.
+UNIT
+  unit_hardening_head
+  cat <<'UNIT'
+ReadWritePaths=/var/www/kitten-mq
+UNIT
+  unit_hardening_tail
+  } >"$1"
+}
+
 # The template of --instances: kitten-mq@<i> runs the broker of /var/www/kitten-mq/instances/<i>/.
 write_template_unit() { # FILE
-  cat >"$1" <<'UNIT'
+  {
+  cat <<'UNIT'
 # Kitten-MQ broker instance (several on one host, one per core), installed by
 # `install.sh --instances N`: kitten-mq@<i> runs /var/www/kitten-mq/instances/<i>/kitten-mq.config.json.
 # Local changes: `sudo systemctl edit kitten-mq@.service` (every instance) or `kitten-mq@2` (one);
@@ -332,44 +357,19 @@ User=kitten-mq
 Group=kitten-mq
 WorkingDirectory=/var/www/kitten-mq/instances/%i
 ExecStart=/var/www/kitten-mq/kitten-mq start --config /var/www/kitten-mq/instances/%i/kitten-mq.config.json
-ExecReload=/bin/kill -USR2 $MAINPID
-KillSignal=SIGTERM
-TimeoutStopSec=40
-Restart=on-failure
-RestartSec=2
-# Keep freed memory for reuse during traffic; a quiet second gives it back. Size the garbage
-# collector's heuristics for a server process, not for the whole machine (docs/durability.md).
-Environment=MIMALLOC_PURGE_DELAY=3600000
-Environment=BUN_JSC_forceRAMSize=1073741824
-LimitNOFILE=65536
-UMask=0027
+UNIT
+  unit_service_common
+  cat <<'UNIT'
 
 # Hardening, as kitten-mq.service; each instance may write its own folder only. No
 # MemoryDenyWriteExecute: the JavaScript JIT writes code.
-NoNewPrivileges=yes
-CapabilityBoundingSet=
-AmbientCapabilities=
-ProtectSystem=strict
-ReadWritePaths=/var/www/kitten-mq/instances/%i
-ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-RestrictSUIDSGID=yes
-RestrictRealtime=yes
-RestrictNamespaces=yes
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
-LockPersonality=yes
-SystemCallArchitectures=native
-
-[Install]
-WantedBy=multi-user.target
 UNIT
+  unit_hardening_head
+  cat <<'UNIT'
+ReadWritePaths=/var/www/kitten-mq/instances/%i
+UNIT
+  unit_hardening_tail
+  } >"$1"
 }
 
 # ---------------------------------------------------------------------------------------------
