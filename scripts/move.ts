@@ -30,6 +30,7 @@ const { values } = parseArgs({
     rate: { type: "string", default: "1000" },
     "other-rate": { type: "string", default: "0" },
     kill: { type: "string", default: "" },
+    "move-rate": { type: "string", default: "" },
   },
 });
 const MESSAGES = Number(values.messages);
@@ -43,6 +44,8 @@ const RATE = Number(values.rate);
 const KILL = values.kill;
 /** The other queue's offered load in msg/s; 0: as fast as it goes (200 sends in flight). */
 const OTHER_RATE = Number(values["other-rate"]);
+/** `--move-rate BYTES`: the brokers' `cluster.moveBytesPerSecond` (default: the config's default). */
+const MOVE_RATE = Number(values["move-rate"] || 0);
 const PAD = "x".repeat(100 - JSON.stringify({ n: 0, pad: "" }).length - 6);
 const BUCKET_MS = 250;
 
@@ -62,7 +65,10 @@ async function client(name: string, window: number): Promise<Client> {
 
 let exitCode = 1;
 try {
-  await deployment.start(["g1", "g2"], REPLICAS, { channels: { "moved/v1": { group: "g1" }, "other/v1": { group: "g2" } } });
+  await deployment.start(["g1", "g2"], REPLICAS, {
+    channels: { "moved/v1": { group: "g1" }, "other/v1": { group: "g2" } },
+    ...(MOVE_RATE > 0 ? { cluster: { moveBytesPerSecond: MOVE_RATE } } : {}),
+  });
   const confirmed = new Set<number>();
   const rejected: KittenError[] = [];
 

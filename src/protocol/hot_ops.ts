@@ -26,12 +26,15 @@ export function writeSend(batch: FrameBatch, ref: number, channel: string, messa
   batch.endFrame();
 }
 
-/** Writes `[APPEND, index, id, queue, destination, body, created, deliveries, deadLetter]` as one frame. */
-export function writeAppend(batch: FrameBatch, index: number, message: AppendFields): void {
+/**
+ * Writes `[APPEND, index, id, queue, destination, body, created, deliveries, deadLetter]` as one
+ * frame; a queue move's MOVE_APPEND (`op`) has the same fields.
+ */
+export function writeAppend(batch: FrameBatch, index: number, message: AppendFields, op: number = OP.APPEND): void {
   const deadLetter = message.deadLetter ?? null;
   batch.beginFrame();
   batch.arrayHeader(9);
-  batch.uint(OP.APPEND);
+  batch.uint(op);
   batch.uint(index);
   batch.text(message.id);
   batch.text(message.queue);
@@ -62,14 +65,18 @@ export function appendFrame(index: number, message: AppendFields): Uint8Array {
  * by the generic encoder, and the slave's check refuses it.
  */
 export function appendFrameView(index: number, message: AppendFields): Uint8Array {
-  const deliveries = message.deliveries ?? 0;
-  if (!isCount(index) || !isCount(message.created) || !isCount(deliveries)) {
-    const { id, queue, destination, body, created, deadLetter } = message;
-    return frame(encode([OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter ?? null]));
+  if (!writesByHand(index, message)) {
+    const { id, queue, destination, body, created, deliveries, deadLetter } = message;
+    return frame(encode([OP.APPEND, index, id, queue, destination, body, created, deliveries ?? 0, deadLetter ?? null]));
   }
   appendScratch.clear();
   writeAppend(appendScratch, index, message);
   return appendScratch.view();
+}
+
+/** True when `writeAppend` can write the entry: its index, created time and count are unsigned integers. */
+export function writesByHand(index: number, message: AppendFields): boolean {
+  return isCount(index) && isCount(message.created) && isCount(message.deliveries ?? 0);
 }
 
 /**
@@ -295,14 +302,15 @@ function decodeMessageId(start: number, end: number): string | undefined {
 const queues = new RepeatedText();
 
 /**
- * Reads an APPEND frame as `appendFrame` (peer_frames.ts) writes it, from `frame[start, end)`,
- * with the checks of `checkAppend`; the body is a view of `frame`. Returns undefined for anything
- * else, and the caller then takes the generic path, which gives the coded error. Nothing here throws.
+ * Reads an APPEND frame (or a MOVE_APPEND: `op`) as `writeAppend` writes it, from
+ * `frame[start, end)`, with the checks of `checkAppend`; the body is a view of `frame`. Returns
+ * undefined for anything else, and the caller then takes the generic path, which gives the coded
+ * error. Nothing here throws.
  */
-export function readAppend(frame: Uint8Array, start: number, end: number): AppendOp | undefined {
+export function readAppend(frame: Uint8Array, start: number, end: number, op: number = OP.APPEND): AppendOp | undefined {
   if (end - start < 2 || frame[start] !== 0x89) return undefined;
   begin(frame, start + 1, end);
-  if (readHead(0) !== OP.APPEND) return undefined;
+  if (readHead(0) !== op) return undefined;
   const index = readHead(0);
   if (index < 0) return undefined;
   const idLength = readHead(3);
@@ -325,7 +333,7 @@ export function readAppend(frame: Uint8Array, start: number, end: number): Appen
     deadLetter = readDeadLetter(data.subarray(at, limit)) ?? null;
     if (deadLetter === null) return undefined;
   }
-  return [OP.APPEND, index, id, queue, destination, body, created, deliveries, deadLetter];
+  return [op, index, id, queue, destination, body, created, deliveries, deadLetter] as AppendOp;
 }
 
 /** The argument of the CBOR item head at `at`, of major type `major`, or -1. */

@@ -38,11 +38,12 @@ export class MoveDeployment {
   }
 
   /**
-   * Starts `perGroup` brokers in each group; `extra` config keys go to every broker. The brokers of
+   * Starts `perGroup` brokers in each group; `extra` config keys go to every broker (`cluster` keys merged into the cluster section). The brokers of
    * `relayed` groups are reached through a relay by whoever learns their address from the queue
    * map (clients, a move's source); their peers and the seed hosts dial them directly.
    */
   async start(groups: string[], perGroup: number, extra: Record<string, unknown> = {}, relayed: string[] = []): Promise<void> {
+    const { cluster: extraCluster, ...extraKeys } = extra as { cluster?: Record<string, unknown> };
     const root = this.#temps.make("kitten-move-");
     for (const group of groups) {
       for (let i = 1; i <= perGroup; i++) {
@@ -60,7 +61,7 @@ export class MoveDeployment {
         keysDirectory: join(dir, "keys"),
         logLevel: 2,
         prefetch: 1000,
-        ...extra,
+        ...extraKeys,
         socketServer: { port: broker.port, host: "127.0.0.1" },
         cluster: {
           advertise: broker.relay ? `127.0.0.1:${broker.relay.port}` : null,
@@ -68,6 +69,7 @@ export class MoveDeployment {
           minInSyncReplicas: peers.length > 0 ? 2 : 1,
           group: broker.group,
           etcd: { endpoints: this.etcd.endpoints, leaseTtlSeconds: 2, prefix: this.prefix },
+          ...extraCluster,
         },
       });
     }

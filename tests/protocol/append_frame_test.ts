@@ -4,9 +4,9 @@
  * frames read as "not mine" (the generic path then gives the coded error), never as something else.
  */
 import { describe, expect, it } from "bun:test";
-import { decode, encode, FRAME_HEADER_SIZE, frame, OP } from "../../src/protocol/mod.ts";
+import { decode, encode, FRAME_HEADER_SIZE, frame, FrameBatch, OP } from "../../src/protocol/mod.ts";
 import { checkAppend } from "../../src/protocol/peer_ops.ts";
-import { appendFrame, readAppend } from "../../src/protocol/hot_ops.ts";
+import { appendFrame, readAppend, writeAppend } from "../../src/protocol/hot_ops.ts";
 import type { AppendFields } from "../../src/protocol/peer_ops.ts";
 import { mulberry32 } from "../helpers/random.ts";
 
@@ -45,6 +45,21 @@ describe("APPEND written by hand", () => {
       expect(length).toBe(mine.length - FRAME_HEADER_SIZE);
       const read = readAppend(mine, FRAME_HEADER_SIZE, mine.length);
       expect(read).toEqual(checkAppend(expected));
+    }
+  });
+
+  it("writes a queue move's MOVE_APPEND with the same fields, read back only as MOVE_APPEND", () => {
+    const random = mulberry32(11);
+    for (let n = 0; n < 200; n++) {
+      const [index, message] = sample(random, n);
+      const batch = new FrameBatch(64);
+      writeAppend(batch, index, message, OP.MOVE_APPEND);
+      const mine = batch.take();
+      const theirs = frame(encode([OP.MOVE_APPEND, index, message.id, message.queue, message.destination, message.body, message.created, message.deliveries ?? 0, message.deadLetter ?? null]));
+      const expected = decode(cbor(theirs)) as unknown[];
+      expect(decode(cbor(mine))).toEqual(expected);
+      expect(readAppend(mine, FRAME_HEADER_SIZE, mine.length, OP.MOVE_APPEND)).toEqual(expected);
+      expect(readAppend(mine, FRAME_HEADER_SIZE, mine.length)).toBeUndefined(); // not an APPEND
     }
   });
 

@@ -33,6 +33,8 @@ export class IncomingMove {
   /** Commits of earlier entries: an entry is acknowledged once every one before it is held. */
   #commits: Promise<unknown> = Promise.resolve();
   #pending = 0;
+  /** The entries read in this turn of the event loop: the highest seq, and the commits it waits for. */
+  #turn: { seq: number; stored: Promise<void>[] } | null = null;
   #failed = false;
 
   constructor(readonly host: IncomingHost) {}
@@ -81,12 +83,26 @@ export class IncomingMove {
     }
   }
 
-  /** Acknowledges `seq` once it and everything before it is held. */
+  /**
+   * Acknowledges `seq` once it and everything before it is held. The entries of one read (a socket
+   * chunk holds hundreds) share one wait and one MOVE_ACK: the source needs the highest only.
+   */
   #acknowledge(seq: number, stored: void | Promise<void>): void {
     if (this.#failed) return;
-    if (stored === undefined && this.#pending === 0) return this.host.push([OP.MOVE_ACK, seq]);
+    if (stored === undefined && this.#pending === 0 && this.#turn === null) return this.host.push([OP.MOVE_ACK, seq]);
+    if (this.#turn === null) {
+      this.#turn = { seq, stored: [] };
+      queueMicrotask(() => this.#endTurn());
+    }
+    this.#turn.seq = seq;
+    if (stored !== undefined) this.#turn.stored.push(stored);
+  }
+
+  #endTurn(): void {
+    const { seq, stored } = this.#turn!;
+    this.#turn = null;
     this.#pending++;
-    this.#commits = Promise.all([this.#commits, stored]).then(
+    this.#commits = Promise.all([this.#commits, ...stored]).then(
       () => {
         this.#pending--;
         if (!this.#failed) this.host.push([OP.MOVE_ACK, seq]);
