@@ -3,7 +3,8 @@
  * acknowledged with REPL_ACK, written through the connection's outbox, detached when the connection
  * goes), or a queue move it brings in (MOVE_BEGIN, MOVE_APPEND, MOVE_REMOVE; move/incoming.ts).
  */
-import { checkReplAck, checkSync, KittenError } from "../protocol/mod.ts";
+import { checkReplAck, checkSync, KittenError, OP } from "../protocol/mod.ts";
+import { readAppend } from "../protocol/hot_ops.ts";
 import type { Broker } from "./broker.ts";
 import type { ReplicaLink } from "./cluster/replica.ts";
 import type { ErrorCode } from "../protocol/errors.ts";
@@ -50,6 +51,22 @@ export class ReplicaStream {
   move(value: unknown[]): void {
     this.#move ??= this.#incoming();
     this.#move.handle(value);
+  }
+
+  /**
+   * A MOVE_APPEND read in place (its frame is `data[start, end)`); false when the hand-written
+   * reader does not take it, and the generic decoder then names what is wrong.
+   */
+  moveAppend(data: Uint8Array, start: number, end: number): boolean {
+    const append = readAppend(data, start, end, OP.MOVE_APPEND);
+    if (append === undefined) return false;
+    this.#move ??= this.#incoming();
+    try {
+      this.#move.append(append);
+    } catch (error) {
+      this.session.refuse(append[1], error instanceof KittenError ? error : new KittenError("INTERNAL", String(error)));
+    }
+    return true;
   }
 
   #incoming(): IncomingMove {

@@ -10,7 +10,6 @@ import {
   checkAckMirror,
   checkAuth,
   checkFence,
-  checkHello,
   checkIds,
   checkMap,
   checkNack,
@@ -28,7 +27,6 @@ import {
   readSend,
   queueProblem,
   refOf,
-  validateClientId,
   writeDeliver,
 } from "../protocol/mod.ts";
 import { PROTOCOL_VERSION } from "../version.ts";
@@ -42,7 +40,7 @@ import type { Peer, SessionState } from "./peer.ts";
 import { ReplicaStream } from "./replica_stream.ts";
 import { Registrations } from "./registrations.ts";
 import { type Connection, Outbox } from "./outbox.ts";
-import { decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
+import { acceptHello, decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
 
 export class Session implements Peer {
   clientId = "";
@@ -157,8 +155,7 @@ export class Session implements Peer {
   };
 
   #handle(data: Uint8Array, start: number, end: number): void {
-    // Sends, nearly every frame a broker reads, are read in place without decoding the frame.
-    if (this.state === "open" && peekOp(data, start, end) === OP.SEND) return this.#handleSend(data, start, end);
+    if (this.state === "open" && this.#handleHot(data, start, end)) return;
     let value: unknown[] | null = null;
     try {
       value = decodeFrame(data, start, end);
@@ -208,28 +205,12 @@ export class Session implements Peer {
 
   #handleHello(value: unknown[]): void {
     if (this.state !== "hello") throw new KittenError("BAD_PROTOCOL", "Cannot accept hello: the session is already open");
-    const [, protocol, options] = checkHello(value);
-    if (protocol !== PROTOCOL_VERSION) {
-      throw new KittenError(
-        "BAD_PROTOCOL",
-        `Cannot accept hello: protocol ${protocol} is not supported (this broker speaks ${PROTOCOL_VERSION})`,
-      );
-    }
-    const config = this.#broker.config;
-    const expected = config.socketServer.token;
-    if (expected !== null && options.token !== expected) {
-      throw new KittenError("AUTH_FAILED", `Cannot accept client "${options.client}": wrong broker token`);
-    }
-    if (this.#broker.stopping) throw new KittenError("STOPPING", "Cannot accept a connection: the broker is stopping");
-    validateClientId(options.client);
-    if (options.peer === true && !this.#broker.isPeer(options.client)) {
-      throw new KittenError("NOT_A_PEER", `Cannot accept peer "${options.client}": it is neither in cluster.peers of "${config.serviceId}" nor a broker of the queue map`);
-    }
-    this.isPeer = options.peer === true;
-    this.clientId = options.client;
+    const { client, peer } = acceptHello(this.#broker, value);
+    this.isPeer = peer;
+    this.clientId = client;
     this.#nonce = createChallenge();
     this.state = "auth";
-    this.#push([OP.CHALLENGE, { nonce: this.#nonce, serviceId: config.serviceId }]);
+    this.#push([OP.CHALLENGE, { nonce: this.#nonce, serviceId: this.#broker.config.serviceId }]);
   }
 
   /** Verifies the proof (async: key files, signature); the session opens when it holds. */
@@ -268,6 +249,19 @@ export class Session implements Peer {
       this.#grantsOf = rules;
     }
     return this.#grants!;
+  }
+
+  /**
+   * The frames nearly every message crosses are read in place without decoding: SEND, and a queue
+   * move's MOVE_APPEND. False for any other frame (or one the hand-written reader does not take).
+   */
+  #handleHot(data: Uint8Array, start: number, end: number): boolean {
+    const op = peekOp(data, start, end);
+    if (op === OP.SEND) {
+      this.#handleSend(data, start, end);
+      return true;
+    }
+    return op === OP.MOVE_APPEND && this.#stream.moveAppend(data, start, end);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { afterEach, expect, it } from "bun:test";
-import { encode, OP } from "../../src/protocol/mod.ts";
+import { encode, FrameBatch, OP } from "../../src/protocol/mod.ts";
+import { writeAppend } from "../../src/protocol/hot_ops.ts";
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import type { Session } from "../../src/server/session.ts";
 import { Cleanup, waitFor } from "../helpers/broker.ts";
@@ -308,4 +309,23 @@ it("e2e: hostile peer that never reads does not stall other clients", async () =
   const depth = queue.depth();
   expect(depth.ready + queue.backlog.count).toBeGreaterThan(0); // in memory, or paged past the budget
   expect(depth.inflight).toBeLessThan(150);
+});
+
+it("e2e: hostile MOVE_APPEND from a client that is not a peer broker gets NOT_A_PEER and a close, read by hand or not", async () => {
+  const broker = cleanup.broker();
+  const other = await bystander(cleanup, broker);
+  const entry = { id: "m.1", queue: "moved/v1", destination: "x", body: new Uint8Array([1, 2]), created: 1, deliveries: 0 };
+  // As a source master writes it (the hand-written reader takes it), and with a created time the
+  // hand-written reader leaves to the generic decoder.
+  const batch = new FrameBatch(64);
+  writeAppend(batch, 7, entry, OP.MOVE_APPEND);
+  for (const frame of [batch.take(), rawFrame(encode([OP.MOVE_APPEND, 8, "m.2", "moved/v1", "x", new Uint8Array([1]), 1.5, 0, null]))]) {
+    const wire = await attacker(cleanup, broker);
+    await hello(wire, "not-a-peer");
+    wire.sendRaw(frame);
+    const [, , , message] = await expectFatal(wire, "NOT_A_PEER") as [number, unknown, string, string];
+    expect(message).toContain("not-a-peer");
+  }
+  expect(broker.broker.queues.has("moved/v1")).toBe(false); // nothing of it was taken
+  await other.check();
 });

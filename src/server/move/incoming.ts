@@ -40,9 +40,7 @@ export class IncomingMove {
   constructor(readonly host: IncomingHost) {}
 
   handle(value: unknown[]): void {
-    if (!this.host.isPeer) {
-      throw new KittenError("NOT_A_PEER", `Cannot take a queue move from "${this.host.clientId}": it did not connect as a peer broker`);
-    }
+    this.#checkPeer();
     switch (value[0]) {
       case OP.MOVE_BEGIN: {
         const [, ref, { queue, move }] = checkMoveBegin(value);
@@ -56,12 +54,8 @@ export class IncomingMove {
         );
         return;
       }
-      case OP.MOVE_APPEND: {
-        const append = checkAppend(value);
-        this.#check(append[3]);
-        const stored = this.host.append(append);
-        return this.#acknowledge(append[1], stored);
-      }
+      case OP.MOVE_APPEND:
+        return this.append(checkAppend(value));
       case OP.MOVE_REMOVE: {
         const [, seq, ids] = checkRemove(value);
         const mirror = this.#mirror;
@@ -71,6 +65,19 @@ export class IncomingMove {
         }
         return this.#acknowledge(seq, undefined);
       }
+    }
+  }
+
+  /** Stores a MOVE_APPEND (read by hand, or checked after the generic decoder). */
+  append(append: ReturnType<typeof checkAppend>): void {
+    this.#checkPeer();
+    this.#check(append[3]);
+    this.#acknowledge(append[1], this.host.append(append));
+  }
+
+  #checkPeer(): void {
+    if (!this.host.isPeer) {
+      throw new KittenError("NOT_A_PEER", `Cannot take a queue move from "${this.host.clientId}": it did not connect as a peer broker`);
     }
   }
 
