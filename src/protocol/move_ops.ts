@@ -7,8 +7,10 @@
  * - `[MOVE_APPEND, seq, …]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
  *   id, queue, destination, body, created, deliveries and dead-letter information.
  * - `[MOVE_REMOVE, seq, [messageId, …]]`: messages settled on the source (acked, dead, expired).
- * - `[MOVE_ACK, seq]` (target → source): everything up to `seq` is stored on the target and on its
- *   in-sync replicas, and removals up to it are applied.
+ * - `[MOVE_ACK, seq, traffic]` (target → source): everything up to `seq` is stored on the target and
+ *   on its in-sync replicas, and removals up to it are applied. `traffic` (optional): the target's
+ *   client traffic now over what it was before the move (1: unchanged), or null when it has too
+ *   little to tell; the source slows the snapshot down when it falls (server/move/pacer.ts).
  *
  * `seq` rises by one per APPEND or REMOVE on one link.
  */
@@ -16,7 +18,7 @@ import { KittenError } from "./errors.ts";
 import type { OP } from "./ops.ts";
 
 export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string }];
-export type MoveAckOp = [typeof OP.MOVE_ACK, number];
+export type MoveAckOp = [typeof OP.MOVE_ACK, number, (number | null)?];
 
 function bad(op: string, detail: string): KittenError {
   return new KittenError("BAD_REQUEST", `Cannot read ${op}: ${detail}`);
@@ -33,5 +35,9 @@ export function checkMoveBegin(v: unknown[]): MoveBeginOp {
 
 export function checkMoveAck(v: unknown[]): MoveAckOp {
   if (typeof v[1] !== "number" || !Number.isSafeInteger(v[1]) || v[1] < 0) throw bad("move-ack", "seq must be an unsigned integer");
+  const traffic = v[2];
+  if (traffic !== undefined && traffic !== null && (typeof traffic !== "number" || !Number.isFinite(traffic) || traffic < 0)) {
+    throw bad("move-ack", "traffic must be a number of at least 0, or null");
+  }
   return v as MoveAckOp;
 }

@@ -83,6 +83,7 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
     throw new KittenError("QUEUE_MOVING", `Cannot take a send to "${channelName}" now: queue "${queue.name}" is switching to another group; send it again`);
   }
   const message = intake.create(messageId, queue, destination, body, host.now());
+  moves.clientSends++;
   if (moving) moves.appended(message);
   // Replicas store it while this broker does: the two commits overlap.
   const index = master ? replication.append(message) : 0;

@@ -79,6 +79,7 @@ export class ReplicaStream {
         return session.clientId;
       },
       begin: (queue, id) => broker.moves.begin(queue, id),
+      traffic: broker.moves.traffic,
       append: (append) => broker.acceptMoved(append),
       push: (op) => {
         if (session.isClosed) return;

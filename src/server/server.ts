@@ -111,6 +111,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
       lastTick = tickAt;
       broker.tick();
       const now = broker.now();
+      broker.moves.traffic.sample(now);
       if (now - lastSample >= 1000) {
         sampleStats(broker, now);
         broker.cluster.checkEligibility();

@@ -117,13 +117,18 @@ export class MoveDeployment {
     return created;
   }
 
-  async waitForRecord(queue: string, predicate: (record: MoveRecord) => boolean, timeoutMs: number, what: string): Promise<MoveRecord> {
-    let found: MoveRecord | null = null;
-    await waitFor(async () => {
-      found = await this.record(queue);
-      return found !== null && predicate(found);
-    }, timeoutMs, what);
-    return found!;
+  /**
+   * Waits for the move record of `queue` to satisfy `predicate`, reading it from etcd every
+   * `pollMs` (a measurement polls slowly: the reads cost CPU on the cores it measures).
+   */
+  async waitForRecord(queue: string, predicate: (record: MoveRecord) => boolean, timeoutMs: number, what: string, pollMs = 5): Promise<MoveRecord> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = await this.record(queue);
+      if (found !== null && predicate(found)) return found;
+      if (Date.now() > deadline) throw new Error(`waitForRecord timed out after ${timeoutMs} ms: ${what}`);
+      await Bun.sleep(pollMs);
+    }
   }
 
   async kill(broker: MoveBroker): Promise<void> {

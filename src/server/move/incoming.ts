@@ -11,12 +11,15 @@
  */
 import { checkAppend, checkMoveBegin, checkRemove, KittenError, OP } from "../../protocol/mod.ts";
 import type { Mirror } from "../cluster/mirror.ts";
+import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
 
 export interface IncomingHost {
   /** Opens the queue for the move (waits a moment for its record to reach this broker); throws MOVE_REFUSED. */
   begin(queue: string, move: string): Promise<Mirror>;
   /** Stores a streamed message (a promise while its commit and replication run). */
   append(value: ReturnType<typeof checkAppend>): void | Promise<void>;
+  /** This broker's client traffic: each MOVE_ACK tells the source how much of it is left (pacer.ts). */
+  readonly traffic: TrafficMeter;
   /** The connection is a peer broker (hello.peer): only a peer may stream a move. */
   readonly isPeer: boolean;
   readonly clientId: string;
@@ -36,6 +39,8 @@ export class IncomingMove {
   /** The entries read in this turn of the event loop: the highest seq, and the commits it waits for. */
   #turn: { seq: number; stored: Promise<void>[] } | null = null;
   #failed = false;
+  /** The client traffic here before the move began. */
+  #traffic: TrafficBaseline | null = null;
 
   constructor(readonly host: IncomingHost) {}
 
@@ -48,6 +53,7 @@ export class IncomingMove {
           (mirror) => {
             this.#queue = queue;
             this.#mirror = mirror;
+            this.#traffic = new TrafficBaseline(this.host.traffic);
             this.host.confirm(ref);
           },
           (error: KittenError) => this.host.refuse(ref, error),
@@ -96,13 +102,18 @@ export class IncomingMove {
    */
   #acknowledge(seq: number, stored: void | Promise<void>): void {
     if (this.#failed) return;
-    if (stored === undefined && this.#pending === 0 && this.#turn === null) return this.host.push([OP.MOVE_ACK, seq]);
+    if (stored === undefined && this.#pending === 0 && this.#turn === null) return this.#ack(seq);
     if (this.#turn === null) {
       this.#turn = { seq, stored: [] };
       queueMicrotask(() => this.#endTurn());
     }
     this.#turn.seq = seq;
     if (stored !== undefined) this.#turn.stored.push(stored);
+  }
+
+  #ack(seq: number): void {
+    const ratio = this.#traffic?.ratio() ?? null;
+    this.host.push([OP.MOVE_ACK, seq, ratio === null ? null : Math.round(ratio * 100) / 100]);
   }
 
   #endTurn(): void {
@@ -112,7 +123,7 @@ export class IncomingMove {
     this.#commits = Promise.all([this.#commits, ...stored]).then(
       () => {
         this.#pending--;
-        if (!this.#failed) this.host.push([OP.MOVE_ACK, seq]);
+        if (!this.#failed) this.#ack(seq);
       },
       (error: KittenError) => {
         this.#pending--;

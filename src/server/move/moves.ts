@@ -21,6 +21,7 @@ import type { Message } from "../queue/message.ts";
 import type { Queue } from "../queue/queue.ts";
 import type { Logger } from "../log.ts";
 import { OutgoingMove } from "./outgoing.ts";
+import { TrafficMeter } from "./traffic.ts";
 
 export interface MovesHost {
   readonly config: Config;
@@ -49,8 +50,14 @@ export class Moves {
   readonly incoming = new Map<string, Mirror>();
   /** Ids of records this broker is rolling back: one transaction each, not one per tick. */
   readonly #rollingBack = new Set<string>();
+  /** Sends of clients taken here (a move's own messages are not counted: they are not client traffic). */
+  clientSends = 0;
+  /** The clients' traffic a move leaves room for (sampled by the broker's tick). */
+  readonly traffic: TrafficMeter;
 
-  constructor(readonly host: MovesHost) {}
+  constructor(readonly host: MovesHost) {
+    this.traffic = new TrafficMeter(() => this.clientSends);
+  }
 
   get #group(): string {
     return this.host.config.cluster.group;
@@ -157,6 +164,7 @@ export class Moves {
         return host.config.cluster.moveBytesPerSecond; // a reload applies to a move in progress
       },
       map,
+      traffic: this.traffic,
       now: () => this.host.now(),
       log: (level, message) => this.host.log[level]("move", message),
       snapshot: (moved) => this.host.snapshot(moved),

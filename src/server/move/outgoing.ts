@@ -24,6 +24,8 @@ import type { Snapshot, SnapshotEntry } from "../cluster/replica.ts";
 import type { MoveRecord } from "../cluster/move_records.ts";
 import type { QueueMap } from "../cluster/queue_map.ts";
 import { PeerLink } from "./peer_link.ts";
+import { MovePacer } from "./pacer.ts";
+import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
 
 export interface OutgoingHost {
   readonly serviceId: string;
@@ -33,6 +35,8 @@ export interface OutgoingHost {
   /** How fast the snapshot is streamed at most (`cluster.moveBytesPerSecond`): the live queue is not held back. */
   readonly bytesPerSecond: number;
   readonly map: QueueMap;
+  /** This broker's client traffic: the snapshot slows down when the move takes its room (pacer.ts). */
+  readonly traffic: TrafficMeter;
   now(): number;
   log(level: "info" | "warn" | "error", message: string): void;
   /** The queue's snapshot, taken now (cluster/snapshot.ts). */
@@ -52,6 +56,14 @@ const PROGRESS_MS = 2_000;
 /** How soon a snapshot held back by `bytesPerSecond` goes on, and the most it streams in one turn (in ms of its rate). */
 const PACE_MS = 10;
 const BURST_MS = 50;
+/**
+ * The snapshot goes in bursts of at least this many bytes (about 200 messages of 100 bytes),
+ * however slow its pace: each burst costs the target a commit (and an fsync), so a pace slowed
+ * to a trickle must not become a hundred tiny commits a second.
+ */
+const MIN_BURST_BYTES = 32 * 1024;
+/** The longest wait between two bursts. */
+const MAX_PACE_MS = 1_000;
 /** Bytes written to the target and not yet taken by the socket, at most: past it the target cannot keep up with the queue's traffic. */
 const MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** The target must acknowledge something within this long while entries wait. */
@@ -76,8 +88,14 @@ export class OutgoingMove {
   #bytes = 0;
   /** Snapshot bytes that may be streamed now (see #refill), and the pump waiting for more. */
   #allowance = 0;
+  /** A burst is under way: it goes on while the allowance lasts. */
+  #bursting = false;
   #refilledAt = performance.now();
   #paced: ReturnType<typeof setTimeout> | null = null;
+  readonly #pacer = new MovePacer();
+  /** The client traffic here before the snapshot began, and the target's latest ratio (MOVE_ACK). */
+  #traffic: TrafficBaseline | null = null;
+  #targetTraffic: number | null = null;
   #fenceSeq = 0;
   #fencedAt = 0;
   #progressAt: number;
@@ -132,7 +150,8 @@ export class OutgoingMove {
         if (this.#state === "linking") this.#begin();
         return;
       case OP.MOVE_ACK: {
-        const [, seq] = checkMoveAck(value);
+        const [, seq, traffic] = checkMoveAck(value);
+        this.#targetTraffic = traffic ?? null;
         if (seq <= this.#acked) return;
         this.#acked = seq;
         this.#lastAckAt = this.host.now();
@@ -149,6 +168,7 @@ export class OutgoingMove {
   /** The target took the move: tap the queue and take its snapshot in this same turn, then stream it. */
   #begin(): void {
     this.#state = "streaming";
+    this.#traffic = new TrafficBaseline(this.host.traffic);
     const snapshot = this.host.snapshot(this.queue);
     this.#entries = snapshot.entries;
     this.#record = { ...this.#record, phase: "snapshot", snapshot: snapshot.count };
@@ -198,14 +218,18 @@ export class OutgoingMove {
   }
 
   /**
-   * The snapshot's bytes allowed now: `bytesPerSecond`, accrued since the last refill, at most
-   * BURST_MS worth: each turn of the event loop encodes a slice, so sends wait little behind it.
+   * The snapshot's bytes allowed now: the pacer's share of `bytesPerSecond`, accrued since the
+   * last refill, at most BURST_MS worth (or MIN_BURST_BYTES): each turn of the event loop encodes
+   * a slice, so sends wait little behind it. Returns the pace, in bytes per second.
    */
-  #refill(): void {
+  #refill(): number {
     const now = performance.now();
-    const rate = this.host.bytesPerSecond;
-    this.#allowance = Math.min((rate * BURST_MS) / 1000, this.#allowance + ((now - this.#refilledAt) / 1000) * rate);
+    if (this.#traffic) this.#pacer.adjust(now, [this.#traffic.ratio(), this.#targetTraffic]);
+    const rate = this.host.bytesPerSecond * this.#pacer.factor;
+    const most = Math.max((rate * BURST_MS) / 1000, MIN_BURST_BYTES);
+    this.#allowance = Math.min(most, this.#allowance + ((now - this.#refilledAt) / 1000) * rate);
     this.#refilledAt = now;
+    return rate;
   }
 
   #schedule(): void {
@@ -232,8 +256,9 @@ export class OutgoingMove {
   /** Streams snapshot entries while the window allows; once all are held, fences the queue. */
   #pump(): void {
     if (this.#state === "streaming" && this.#entries) {
-      this.#refill();
-      while (this.#seq - this.#acked < WINDOW && this.#allowance > 0 && this.#unackedBytes() < WINDOW_BYTES) {
+      const rate = this.#refill();
+      if (this.#allowance >= MIN_BURST_BYTES) this.#bursting = true;
+      while (this.#bursting && this.#seq - this.#acked < WINDOW && this.#allowance > 0 && this.#unackedBytes() < WINDOW_BYTES) {
         const next = this.#entries.next();
         if (next.done) {
           this.#entries = null;
@@ -244,11 +269,13 @@ export class OutgoingMove {
         // target drops it on arrival (a message being stored then may be paged now: not settled).
         this.#allowance -= this.#push(next.value);
       }
-      if (this.#entries && this.#allowance <= 0 && this.#paced === null) {
+      if (this.#allowance <= 0) this.#bursting = false;
+      if (this.#entries && !this.#bursting && this.#paced === null) {
+        const untilBurst = ((MIN_BURST_BYTES - Math.max(0, this.#allowance)) / rate) * 1000;
         this.#paced = setTimeout(() => {
           this.#paced = null;
           this.#pump();
-        }, PACE_MS);
+        }, Math.min(MAX_PACE_MS, Math.max(PACE_MS, untilBurst)));
       }
     }
     // Everything of the snapshot held by the target: fence, once what is in flight is small.
