@@ -4,8 +4,10 @@
  *
  * - `[MOVE_BEGIN, ref, {queue, move}]`: the target takes the queue in, as `move` (the id of the move
  *   record in etcd) says; answered with OK, or ERROR MOVE_REFUSED.
- * - `[MOVE_APPEND, seq, …]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
- *   id, queue, destination, body, created, deliveries and dead-letter information.
+ * - `[MOVE_APPEND, seq, …, delay?]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
+ *   id, queue, destination, body, created, deliveries and dead-letter information; then, for a
+ *   message nacked with a delay on the source, the ms it still has to wait (sent again at the
+ *   fence for a message the target holds already: the delay applies to it).
  * - `[MOVE_REMOVE, seq, [messageId, …]]`: messages settled on the source (acked, dead, expired).
  * - `[MOVE_ACK, seq, traffic]` (target → source): everything up to `seq` is stored on the target and
  *   on its in-sync replicas, and removals up to it are applied. `traffic` (optional): the target's
@@ -31,6 +33,14 @@ export function checkMoveBegin(v: unknown[]): MoveBeginOp {
     throw bad("move-begin", "expected {queue, move}");
   }
   return v as MoveBeginOp;
+}
+
+/** The delay of a MOVE_APPEND (its tenth field), in ms; 0 when it has none. */
+export function moveDelayOf(v: unknown[]): number {
+  const delay = v[9];
+  if (delay === undefined || delay === null) return 0;
+  if (typeof delay !== "number" || !Number.isSafeInteger(delay) || delay < 0) throw bad("move-append", "delay must be an unsigned integer (ms)");
+  return delay;
 }
 
 export function checkMoveAck(v: unknown[]): MoveAckOp {

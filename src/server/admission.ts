@@ -100,17 +100,21 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
 /**
  * Takes a message a queue move streams in (move/incoming.ts), on the target group's master: no
  * rules, format or bound (the source checked them when it took the message), stored and
- * replicated like a send. A message the queue holds already (streamed twice) is not queued again.
+ * replicated like a send. A message the queue holds already (streamed twice) is not queued again;
+ * a delay (`delayMs`, a requeue nacked with one on the source) applies to it either way.
  */
-export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp): void | Promise<void> {
+export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, delayMs = 0): void | Promise<void> {
   const [, , messageId, , destination, body, created, deliveries, deadLetter] = append;
   const { intake, moves } = host;
   // Only what this queue holds now counts as a duplicate: the recent ids of the whole broker may
   // name a message it held before (a queue moving back) or take a gap for seen (they expect ids
   // in send order; a move streams the snapshot and the live queue interleaved).
-  const storing = intake.storingCommit(messageId);
-  if (storing !== null) return storing;
-  if (moves.incomingMirror(queue.name)?.get(messageId)) return;
+  const storing = intake.storingMessage(messageId);
+  const held = storing ?? moves.incomingMirror(queue.name)?.get(messageId);
+  if (held) {
+    if (delayMs > 0) held.notBefore = host.now() + delayMs;
+    return storing?.commit ?? undefined;
+  }
   const channelName = `${queue.name}/${destination}`;
   checkDisk(host, queue, channelName); // a disk below its floor refuses the move (rolled back)
   const replication = host.cluster.replication;
@@ -118,6 +122,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp):
   const message = intake.create(messageId, queue, destination, body, created);
   message.deliveries = deliveries;
   message.deadLetter = deadLetter ?? null;
+  if (delayMs > 0) message.notBefore = host.now() + delayMs;
   const index = replication.append(message);
   const stored = intake.store(queue, message, index);
   const replicated = replication.waitFor(index, channelName);

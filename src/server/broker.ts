@@ -398,8 +398,8 @@ export class Broker {
   }
 
   /** A message a queue move streams in (admission.ts, admitMoved). */
-  acceptMoved(append: AppendOp): void | Promise<void> {
-    return admitMoved(this.#admission, this.queue(append[3]), append);
+  acceptMoved(append: AppendOp, delayMs = 0): void | Promise<void> {
+    return admitMoved(this.#admission, this.queue(append[3]), append, delayMs);
   }
 
   /**

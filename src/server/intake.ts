@@ -124,9 +124,9 @@ export class Intake {
     return this.#storing.get(messageId)?.commit ?? false;
   }
 
-  /** The commit of a message being stored, by id, or null. */
-  storingCommit(messageId: string): Promise<void> | null {
-    return this.#storing.get(messageId)?.commit ?? null;
+  /** A message being stored (its commit runs), by id, or null. */
+  storingMessage(messageId: string): Message | null {
+    return this.#storing.get(messageId) ?? null;
   }
 
   /**

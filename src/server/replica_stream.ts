@@ -80,7 +80,7 @@ export class ReplicaStream {
       },
       begin: (queue, id) => broker.moves.begin(queue, id),
       traffic: broker.moves.traffic,
-      append: (append) => broker.acceptMoved(append),
+      append: (append, delayMs) => broker.acceptMoved(append, delayMs),
       push: (op) => {
         if (session.isClosed) return;
         out.push(op);

@@ -159,3 +159,34 @@ describe("a move into a group whose disk is below its floor (real etcd)", () => 
     expect(g1!.broker.queues.get("full/v1")!.held).toBe(201);
   });
 });
+
+describe("moving a queue with a delayed requeue (real etcd)", () => {
+  it("a message nacked with a delay keeps its delay on the target, while new messages are delivered there at once", async () => {
+    const [g1, g2] = await groups(["g1", "g2"], { channels: { "later/v1": { group: "g1" } } });
+    const publisher = await client(g1!);
+    const consumer = await client(g1!);
+    const deliveries: { n: number; at: number }[] = [];
+    let nackedAt = 0;
+    consumer.consume("later/v1/*", (error, message, done) => {
+      if (error) return;
+      const n = (message as { n: number }).n;
+      deliveries.push({ n, at: Date.now() });
+      if (n === 0 && nackedAt === 0) {
+        nackedAt = Date.now();
+        return done(false, 2); // 2 s
+      }
+      done();
+    }, { prefetch: 10 });
+    await publisher.send("later/v1/a", { n: 0 });
+    await waitFor(() => g1!.broker.queues.get("later/v1")?.depth().delayed === 1, 5000, "n = 0 delayed on g1");
+
+    await g2!.broker.moves.request("later/v1", "g2");
+    await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 20_000, "the move is done");
+    await publisher.send("later/v1/a", { n: 1 });
+    await waitFor(() => deliveries.some((d) => d.n === 1), 10_000, "n = 1 delivered by g2 at once");
+    expect(g2!.broker.queues.get("later/v1")!.depth().delayed).toBe(1); // n = 0 still waits
+    expect(deliveries.filter((d) => d.n === 0)).toHaveLength(1);
+    await waitFor(() => deliveries.filter((d) => d.n === 0).length === 2, 10_000, "n = 0 delivered once its delay is over");
+    expect(deliveries.findLast((d) => d.n === 0)!.at - nackedAt).toBeGreaterThanOrEqual(1900);
+  });
+});

@@ -3,6 +3,7 @@
  * dead copies past requeueLimit.
  */
 import { describe, expect, it } from "bun:test";
+import { Message } from "../../src/server/queue/message.ts";
 import { setup } from "./_queue_harness.ts";
 
 describe("Queue", () => {
@@ -175,5 +176,24 @@ describe("Queue", () => {
     t.ackOldest(l);
     expect(t.settled).toEqual(["m0"]);
     expect(t.queue.live).toBe(0);
+  });
+
+  it("a message that moved in with a delay (notBefore) waits it out, then is delivered; the others go at once", () => {
+    const t = setup();
+    const later = new Message("moved-1", "orders/v1", "X", new Uint8Array([1]), t.now, 1_000);
+    later.notBefore = t.now + 3_000;
+    t.queue.publish(later); // waits for a recipient, as a moved queue's messages do until the switch
+    const a = t.consumer("A", ["X"], 10);
+    t.send("X");
+    expect(t.idsOf(a)).toEqual(["m0"]);
+    expect(t.queue.depth()).toMatchObject({ delayed: 1, waiting: 0 });
+    t.advance(2_999);
+    expect(t.idsOf(a)).toEqual(["m0"]);
+    t.advance(1);
+    expect(t.idsOf(a)).toEqual(["m0", "moved-1"]);
+    // Nacked again without a delay, its own delay long over: redelivered at once like any other.
+    t.queue.nack(t.inflight(a).find((copy) => copy.message.id === "moved-1")!, 0);
+    expect(t.idsOf(a)).toEqual(["m0", "moved-1", "moved-1"]);
+    expect(t.queue.depth()).toMatchObject({ delayed: 0 });
   });
 });

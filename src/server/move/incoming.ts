@@ -9,15 +9,15 @@
  * The queue takes no registrations meanwhile (another group owns it: NOT_OWNER), so nothing is
  * delivered before the switch. If the move is rolled back, the queue is dropped here (moves.ts).
  */
-import { checkAppend, checkMoveBegin, checkRemove, KittenError, OP } from "../../protocol/mod.ts";
+import { checkAppend, checkMoveBegin, checkRemove, KittenError, moveDelayOf, OP } from "../../protocol/mod.ts";
 import type { Mirror } from "../cluster/mirror.ts";
 import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
 
 export interface IncomingHost {
   /** Opens the queue for the move (waits a moment for its record to reach this broker); throws MOVE_REFUSED. */
   begin(queue: string, move: string): Promise<Mirror>;
-  /** Stores a streamed message (a promise while its commit and replication run). */
-  append(value: ReturnType<typeof checkAppend>): void | Promise<void>;
+  /** Stores a streamed message (a promise while its commit and replication run); `delayMs`: a delayed requeue's wait left. */
+  append(value: ReturnType<typeof checkAppend>, delayMs: number): void | Promise<void>;
   /** This broker's client traffic: each MOVE_ACK tells the source how much of it is left (pacer.ts). */
   readonly traffic: TrafficMeter;
   /** The connection is a peer broker (hello.peer): only a peer may stream a move. */
@@ -61,7 +61,7 @@ export class IncomingMove {
         return;
       }
       case OP.MOVE_APPEND:
-        return this.append(checkAppend(value));
+        return this.append(checkAppend(value), moveDelayOf(value));
       case OP.MOVE_REMOVE: {
         const [, seq, ids] = checkRemove(value);
         const mirror = this.#mirror;
@@ -75,10 +75,10 @@ export class IncomingMove {
   }
 
   /** Stores a MOVE_APPEND (read by hand, or checked after the generic decoder). */
-  append(append: ReturnType<typeof checkAppend>): void {
+  append(append: ReturnType<typeof checkAppend>, delayMs = 0): void {
     this.#checkPeer();
     this.#check(append[3]);
-    this.#acknowledge(append[1], this.host.append(append));
+    this.#acknowledge(append[1], this.host.append(append, delayMs));
   }
 
   #checkPeer(): void {

@@ -288,11 +288,31 @@ export class OutgoingMove {
   #fence(): void {
     this.#state = "fenced";
     this.#fencedAt = this.host.now();
+    this.#sendDelays();
     this.#flush();
     this.#fenceSeq = this.#seq;
     this.#record = { ...this.#record, phase: "fenced" };
     this.host.log("info", `move of "${this.queue.name}": fenced at entry ${this.#fenceSeq}`);
     if (this.#acked >= this.#fenceSeq) this.#switch();
+  }
+
+  /**
+   * Delayed requeues keep their delay on the target: each message nacked with a delay goes again,
+   * with the time it has left (the target holds it already, and applies the delay to it). A
+   * message delayed for several groups takes the latest.
+   */
+  #sendDelays(): void {
+    const now = this.host.now();
+    const latest = new Map<Message, number>();
+    for (const copy of this.queue.delayedCopies()) {
+      if (copy.at > now && copy.at > (latest.get(copy.message) ?? 0)) latest.set(copy.message, copy.at);
+    }
+    for (const [message, at] of latest) {
+      const { id, queue, destination, body, created, deliveries, deadLetter } = message;
+      const before = this.#frames.byteLength;
+      this.#frames.push(encode([OP.MOVE_APPEND, ++this.#seq, id, queue, destination, body, created, deliveries, deadLetter, Math.ceil(at - now)]));
+      this.#queued(this.#frames.byteLength - before);
+    }
   }
 
   #switch(): void {

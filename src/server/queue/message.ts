@@ -23,6 +23,7 @@ class Rare {
   copies: Copy[] | null = null;
   commit: Promise<void> | null = null;
   syncGeneration = 0;
+  notBefore = 0;
 }
 
 const NONE: Readonly<Rare> = Object.freeze(new Rare());
@@ -130,10 +131,24 @@ export class Message {
     else if (this.#rare !== NONE) {
       const rare = this.#rare;
       rare.commit = null;
-      if (rare.deadLetter === null && rare.record === null && rare.deliveries === 0 && rare.copies === null && rare.syncGeneration === 0) {
+      if (
+        rare.deadLetter === null && rare.record === null && rare.deliveries === 0 && rare.copies === null && rare.syncGeneration === 0 &&
+        rare.notBefore === 0
+      ) {
         this.#rare = NONE;
       }
     }
+  }
+
+  /**
+   * A message nacked with a delay on the group a queue moved from: its copies here are not
+   * delivered before this time (ms; 0: no delay).
+   */
+  get notBefore(): number {
+    return this.#rare.notBefore;
+  }
+  set notBefore(value: number) {
+    if (value !== 0 || this.#rare !== NONE) this.#own().notBefore = value;
   }
 
   /** On a slave: the master snapshot that last listed it (see Mirror.reconcile()). */

@@ -213,6 +213,11 @@ export class Queue {
     return this.#deliveries.hasTimers || (this.settings.ttl !== null && this.#parking.waiting.size > 0);
   }
 
+  /** The copies waiting out a delayed requeue (nacked with a delay), in no order. */
+  delayedCopies(): Iterable<Copy> {
+    return this.#deliveries.delayed();
+  }
+
   /** Copies in memory by state (messages paged to the store: `backlog.count`). */
   depth(): { ready: number; inflight: number; delayed: number; waiting: number } {
     let ready = 0;
@@ -264,6 +269,9 @@ export class Queue {
 
   /** Hands a copy to the next free handler of its pool (a group that covers it), or queues it behind the others (FIFO). */
   #enqueue(copy: Copy, pool: Pool): void {
+    // A delayed requeue that moved here with its queue keeps its delay (move/outgoing.ts).
+    const notBefore = copy.message.notBefore;
+    if (notBefore > 0 && notBefore > this.hooks.now()) return this.#deliveries.delay(copy, notBefore);
     if (pool.ready.length === 0) {
       const handler = nextHandler(pool);
       if (handler) return this.#dispatch(copy, pool, handler);
@@ -395,18 +403,7 @@ export class Queue {
    */
   #flushWaiting(group: Group, ids: Set<string>): void {
     const waiting = this.#parking.waiting;
-    if (waiting.size === 0 || ids.size === 0) return;
-    const all = ids.has("*");
-    const due: Copy[] = [];
-    for (const copy of waiting.ordered()) {
-      // Groups are compared by key: a group is re-created when its handlers come back.
-      const isDue = copy.group === null
-        ? all || copy.destination === "*" || ids.has(copy.destination)
-        : copy.group.key === group.key && (all || ids.has(copy.destination));
-      if (isDue) due.push(copy);
-    }
-    for (const copy of due) {
-      waiting.delete(copy);
+    for (const copy of this.#parking.takeFor(group, ids)) {
       if (copy.group !== null) {
         copy.group = group;
         this.#enqueue(copy, this.#groups.pool(group, copy.destination));

@@ -164,6 +164,26 @@ export class Parking {
     readonly drop: (copy: Copy, reason: "overflow" | "ttl") => void,
   ) {}
 
+  /**
+   * Takes out of the waiting list, oldest first, the copies a group that just gained `ids` may
+   * have: copies waiting for anyone sent to one of them (or to `*`), and that group's own copies.
+   * Groups are compared by key: a group is re-created when its handlers come back.
+   */
+  takeFor(group: Group, ids: ReadonlySet<string>): Copy[] {
+    const waiting = this.waiting;
+    if (waiting.size === 0 || ids.size === 0) return [];
+    const all = ids.has("*");
+    const due: Copy[] = [];
+    for (const copy of waiting.ordered()) {
+      const isDue = copy.group === null
+        ? all || copy.destination === "*" || ids.has(copy.destination)
+        : copy.group.key === group.key && (all || ids.has(copy.destination));
+      if (isDue) due.push(copy);
+    }
+    for (const copy of due) waiting.delete(copy);
+    return due;
+  }
+
   /** Puts a copy in the waiting list; when full, the oldest waiting copy is dropped first. */
   park(copy: Copy): void {
     if (this.#batch) this.#batch.push(copy);

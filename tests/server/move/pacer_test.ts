@@ -2,10 +2,10 @@
  * A queue move's pace (move/pacer.ts) and the client traffic it watches (move/traffic.ts): the
  * traffic in windows of the broker's tick, the baseline taken before the move, and the pace that
  * slows when the traffic falls and comes back when it recovers. MOVE_ACK's traffic field is
- * checked as the protocol says.
+ * checked as the protocol says, and so is the delay a MOVE_APPEND may carry.
  */
 import { describe, expect, it } from "bun:test";
-import { checkMoveAck, OP } from "../../../src/protocol/mod.ts";
+import { checkMoveAck, moveDelayOf, OP } from "../../../src/protocol/mod.ts";
 import { MIN_FACTOR, MovePacer, PRESSURE, RELIEF } from "../../../src/server/move/pacer.ts";
 import { MIN_TRAFFIC, TRAFFIC_WINDOW_MS, TrafficBaseline, TrafficMeter } from "../../../src/server/move/traffic.ts";
 
@@ -117,5 +117,15 @@ describe("MOVE_ACK", () => {
     for (const bad of [-0.1, Number.NaN, Infinity, "1"]) {
       expect(() => checkMoveAck([OP.MOVE_ACK, 5, bad])).toThrow("traffic");
     }
+  });
+});
+
+describe("MOVE_APPEND's delay", () => {
+  it("is the tenth field in ms, 0 when absent or null; anything but an unsigned integer is BAD_REQUEST", () => {
+    const append = [OP.MOVE_APPEND, 1, "m.1", "q/v1", "x", new Uint8Array(1), 1, 0, null];
+    expect(moveDelayOf(append)).toBe(0);
+    expect(moveDelayOf([...append, null])).toBe(0);
+    expect(moveDelayOf([...append, 1500])).toBe(1500);
+    for (const bad of [-1, 1.5, "10", Infinity]) expect(() => moveDelayOf([...append, bad])).toThrow("delay");
   });
 });
