@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "bun:test";
 import { checkMoveAck, moveDelayOf, OP } from "../../../src/protocol/mod.ts";
-import { MIN_FACTOR, MovePacer, PRESSURE, RELIEF } from "../../../src/server/move/pacer.ts";
+import { MIN_FACTOR, MovePacer, PRESSURE, REBASE_BELOW, REBASE_MS, RELIEF } from "../../../src/server/move/pacer.ts";
 import { MIN_TRAFFIC, TRAFFIC_WINDOW_MS, TrafficBaseline, TrafficMeter } from "../../../src/server/move/traffic.ts";
 
 /** A meter fed `rates` (msg/s), one window each, by a clock that advances TRAFFIC_WINDOW_MS a step. */
@@ -96,6 +96,31 @@ describe("MovePacer", () => {
     expect(pacer.factor).toBe(1);
     for (let i = 0; i < 5; i++) step([null, null]); // nothing to tell: full pace stays
     expect(pacer.factor).toBe(1);
+  });
+
+  it("takes a fall that outlasts the slowest pace by REBASE_MS for the clients' own, and speeds up again", () => {
+    const pacer = new MovePacer();
+    let now = 0;
+    const step = (ratios: (number | null)[]) => pacer.adjust((now += TRAFFIC_WINDOW_MS), ratios);
+    // The target's clients halve their sends, whatever the move does.
+    while (pacer.factor > MIN_FACTOR) step([null, 0.5]);
+    const floorAt = now;
+    while (now - floorAt < REBASE_MS) {
+      step([null, 0.5]);
+      if (now - floorAt < REBASE_MS) expect(pacer.factor).toBe(MIN_FACTOR);
+    }
+    for (let i = 0; i < 20; i++) step([null, 0.5]); // 0.5 is the new normal
+    expect(pacer.factor).toBe(1);
+    step([null, 0.5 * (PRESSURE - 0.05)]); // and a fall from it slows the move again
+    expect(pacer.factor).toBeLessThan(1);
+  });
+
+  it("keeps the slowest pace while a saturated host loses less than 1 - REBASE_BELOW of its traffic to the move", () => {
+    const pacer = new MovePacer();
+    let now = 0;
+    const ratio = (REBASE_BELOW + PRESSURE) / 2; // what a saturated host keeps at the slowest pace
+    for (let i = 0; i < (4 * REBASE_MS) / TRAFFIC_WINDOW_MS; i++) pacer.adjust((now += TRAFFIC_WINDOW_MS), [ratio, null]);
+    expect(pacer.factor).toBe(MIN_FACTOR);
   });
 
   it("adjusts at most once per window, however often the stream asks", () => {
