@@ -195,7 +195,7 @@ export class OutgoingMove {
     const frames = this.#frames;
     const before = frames.byteLength;
     const seq = ++this.#seq;
-    // Written by hand (hot_ops.ts), as a master writes APPEND: the generic encoder cost a move as much CPU as the sends it copies.
+    // Written by hand (hot_ops.ts) into the batch, as a master writes APPEND: no intermediate buffer, no copy.
     if (writesByHand(seq, entry)) writeAppend(frames, seq, entry, OP.MOVE_APPEND);
     else frames.push(encode([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]));
     const size = frames.byteLength - before;
