@@ -135,8 +135,7 @@ export class Client extends EventEmitter {
     // The owner named is the one the client knows already, at that epoch or a newer one: an
     // earlier refusal (sends on their way together) or a MAP_INFO push took the client there
     // while this send was on its way to the old owner. It goes there at once.
-    const known = redirect ? this.#routing.owner(redirect.queue) : undefined;
-    if (known && known.group === redirect!.group && known.epoch >= redirect!.epoch) return this.#sendRouted(channel, data, deadline);
+    if (redirect && this.#routing.agrees(redirect)) return this.#sendRouted(channel, data, deadline);
     // No newer owner named (a send handed back before any link opened, or a broker whose map is
     // behind the client's): ask where the queue lives, after a pause if a broker refused it.
     if (redirect) this.#routing.forget(redirect.queue);
@@ -359,10 +358,8 @@ export class Client extends EventEmitter {
     if (!placed || placed.on !== group) return true; // moved already (every broker of the group refuses)
     const queue = queueName(subscription.endpoint, subscription.version);
     const redirect = redirectOf(error.details);
-    const known = this.#routing.owner(queue);
     // Followed at once, as a refused send is: a newer owner, or the one the client knows already.
-    const follow = redirect !== null &&
-      (this.#routing.redirect(redirect) || (known?.group === redirect.group && known.epoch >= redirect.epoch));
+    const follow = redirect !== null && (this.#routing.redirect(redirect) || this.#routing.agrees(redirect));
     group.detach(subscription).catch(() => {});
     placed.on = null;
     if (follow) {

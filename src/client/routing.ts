@@ -55,6 +55,12 @@ export class Routing {
     return this.#take(details.queue, { group: details.group, epoch: details.epoch });
   }
 
+  /** True when the client knows the owner a NOT_OWNER names already, at its epoch or a newer one. */
+  agrees(details: Redirect): boolean {
+    const known = this.#owners.get(details.queue);
+    return known !== undefined && known.group === details.group && known.epoch >= details.epoch;
+  }
+
   /** Keeps `owner` unless the client knows the queue at the same epoch or a newer one; true when kept. */
   #take(queue: string, owner: QueueOwner): boolean {
     const known = this.#owners.get(queue);

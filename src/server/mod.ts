@@ -12,6 +12,7 @@ export type { Session } from "./session.ts";
 export type { Peer } from "./peer.ts";
 export { Logger, memoryLogger } from "./log.ts";
 export type { ClusterStatus } from "./cluster/cluster.ts";
+export type { MoveRecord } from "./cluster/move_records.ts";
 export { HISTORY_MAX_QUEUES, HISTORY_POINTS, type HistoryView } from "./stats/history.ts";
 export { type Gauge, type GaugeSample, LATENCY_SAMPLE_EVERY } from "./stats/stats.ts";
 export { DEFAULT_MAX_MOVES, planRebalance, type PlannedMove } from "./move/rebalance.ts";

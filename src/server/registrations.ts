@@ -98,9 +98,7 @@ export class Registrations {
     let ended = false;
     for (const [sub, registration] of this.#bySub) {
       if (!queues.includes(registration.queue.name) || !this.broker.placement.ownedElsewhere(registration.queue.name)) continue;
-      this.#bySub.delete(sub);
-      registration.queue.unsubscribe(registration.handler);
-      this.#unclaim(registration, [...registration.claims]);
+      this.unsubscribe(sub);
       ended = true;
     }
     return ended;

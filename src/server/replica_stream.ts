@@ -22,8 +22,8 @@ export interface StreamSession {
   fail(code: ErrorCode, message: string): void;
   /** Confirms a request by ref. */
   confirm(ref: number): void;
-  /** Refuses a request by ref (an ERROR with the error's code). */
-  refuse(ref: number, error: KittenError): void;
+  /** Refuses a request by ref (an ERROR with the error's code; INTERNAL, logged, for anything but a KittenError). */
+  refuse(ref: number, error: unknown): void;
 }
 
 export class ReplicaStream {
@@ -64,7 +64,7 @@ export class ReplicaStream {
     try {
       this.#move.append(append);
     } catch (error) {
-      this.session.refuse(append[1], error instanceof KittenError ? error : new KittenError("INTERNAL", String(error)));
+      this.session.refuse(append[1], error);
     }
     return true;
   }

@@ -3,19 +3,15 @@
  * the map's gauges in GET /metrics (checked by promtool). Real etcd, two groups, one
  * in-process broker each (every one master of its group); and one broker without etcd.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { describe, expect, it } from "bun:test";
 import type { Hono } from "hono";
-import { createAdminApp } from "../../src/admin/mod.ts";
 import { MAX_QUEUE_GROUP_SERIES, writeGroupMetrics } from "../../src/admin/groups.ts";
 import { Exposition } from "../../src/admin/exposition.ts";
 import { encode } from "../../src/protocol/cbor.ts";
-import { type BrokerServer, memoryLogger, parseConfig, startBroker } from "../../src/server/mod.ts";
+import type { BrokerServer } from "../../src/server/mod.ts";
 import { waitFor } from "../helpers/broker.ts";
 import { testPrefix } from "../helpers/election.ts";
-import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
+import { adminBroker, etcdSuite } from "../helpers/etcd_suite.ts";
 
 interface Served {
   server: BrokerServer;
@@ -24,33 +20,11 @@ interface Served {
   get(path: string): Promise<{ status: number; body: any; text: string }>;
 }
 
-let etcd: EtcdCluster;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
+const suite = etcdSuite();
 
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve(cleanup()).catch(() => {});
-});
-afterAll(async () => {
-  await etcd?.cleanup();
-});
-
-/** A broker on loopback, port 0, with its admin app (called without a port). */
+/** A broker with its admin app (called without a port). */
 function serve(overrides: Record<string, unknown> = {}): Served {
-  const dir = mkdtempSync(join(tmpdir(), "kitten-groups-"));
-  const server = startBroker(parseConfig({
-    socketServer: { port: 0, host: "127.0.0.1" },
-    isManagementInterface: false,
-    durability: "memory",
-    registeredClientsPath: join(dir, "clients"),
-    dataDirectory: join(dir, "data"),
-    ...overrides,
-  }), { logger: memoryLogger() });
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanups.push(() => server.stop());
-  const app = createAdminApp(server);
+  const { server, app } = adminBroker(suite, overrides);
   return {
     server,
     app,
@@ -75,7 +49,7 @@ async function twoGroups(): Promise<[Served, Served]> {
     serve({
       serviceId: `${group}-1`,
       channels,
-      cluster: { peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } },
+      cluster: suite.groupCluster(group, prefix),
     })
   ) as [Served, Served];
   await waitFor(() => g1.server.broker.isMaster && g2.server.broker.isMaster, 10_000, "each group elects its master");

@@ -4,17 +4,13 @@
  * broker each (every one master of its group, a real move between them); and one broker without
  * etcd.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { describe, expect, it } from "bun:test";
 import type { Hono } from "hono";
-import { createAdminApp } from "../../src/admin/mod.ts";
 import { encode } from "../../src/protocol/cbor.ts";
-import { type BrokerServer, memoryLogger, parseConfig, startBroker } from "../../src/server/mod.ts";
+import type { BrokerServer } from "../../src/server/mod.ts";
 import { waitFor } from "../helpers/broker.ts";
 import { testPrefix } from "../helpers/election.ts";
-import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
+import { adminBroker, etcdSuite } from "../helpers/etcd_suite.ts";
 
 interface Served {
   server: BrokerServer;
@@ -22,34 +18,11 @@ interface Served {
   call(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
 }
 
-let etcd: EtcdCluster;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
+const suite = etcdSuite();
 
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve(cleanup()).catch(() => {});
-});
-afterAll(async () => {
-  await etcd?.cleanup();
-});
-
-/** A broker on loopback, port 0, with its own key pair folder (a move links the two masters as peers). */
+/** A broker with its admin app (called without a port) and its own key pair folder: a move links the two masters as peers. */
 function serve(overrides: Record<string, unknown> = {}): Served {
-  const dir = mkdtempSync(join(tmpdir(), "kitten-moves-"));
-  const server = startBroker(parseConfig({
-    socketServer: { port: 0, host: "127.0.0.1" },
-    isManagementInterface: false,
-    durability: "memory",
-    registeredClientsPath: join(dir, "clients"),
-    dataDirectory: join(dir, "data"),
-    keysDirectory: join(dir, "keys"),
-    ...overrides,
-  }), { logger: memoryLogger() });
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanups.push(() => server.stop());
-  const app = createAdminApp(server);
+  const { server, app } = adminBroker(suite, overrides);
   return {
     server,
     app,
@@ -74,7 +47,7 @@ async function twoGroups(onG1 = ["a/v1", "c/v1"]): Promise<[Served, Served]> {
     serve({
       serviceId: `${group}-1`,
       channels,
-      cluster: { peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } },
+      cluster: suite.groupCluster(group, prefix),
     })
   ) as [Served, Served];
   await waitFor(() => g1.server.broker.isMaster && g2.server.broker.isMaster, 10_000, "each group elects its master");
@@ -259,7 +232,7 @@ describe("admin moves", () => {
 
   it("etcd not answering: POST /queues/:endpoint/:version/move is STORE_UNAVAILABLE (503)", async () => {
     const [g1] = await twoGroups();
-    const node = etcd.nodes[0]!;
+    const node = suite.etcd.nodes[0]!;
     node.pause();
     try {
       const answer = await g1.call("POST", "/queues/a/v1/move", { to: "g2" });

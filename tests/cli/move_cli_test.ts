@@ -4,27 +4,16 @@
  * outcomes a live deployment cannot be made to give on cue (a move rolled back, a rebalance
  * with a refusal), against a stand-in admin API.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
+import { describe, expect, it } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitFor } from "../helpers/broker.ts";
 import { testPrefix } from "../helpers/election.ts";
-import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
+import { etcdSuite } from "../helpers/etcd_suite.ts";
 import { type BrokerProcess, cli, startBrokerProcess } from "./_broker.ts";
 
-let etcd: EtcdCluster;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve(cleanup()).catch(() => {});
-});
-afterAll(async () => {
-  await etcd?.cleanup();
-});
+const suite = etcdSuite();
 
 async function api(process: BrokerProcess, method: string, path: string, body?: unknown): Promise<any> {
   const init = body === undefined ? { method } : { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
@@ -35,10 +24,9 @@ async function api(process: BrokerProcess, method: string, path: string, body?: 
 async function twoGroups(): Promise<[BrokerProcess, BrokerProcess]> {
   const prefix = testPrefix();
   const channels = { "a/v1": { group: "g1" }, "c/v1": { group: "g1" }, "d/v1": { group: "g1" }, "b/v1": { group: "g2" } };
-  const cluster = (group: string) => ({ peers: [], minInSyncReplicas: 1, group, etcd: { endpoints: etcd.endpoints, leaseTtlSeconds: 2, prefix } });
   const started = await Promise.all(["g1", "g2"].map(async (group) => {
-    const process = await startBrokerProcess({ socketServer: { port: 0, host: "127.0.0.1" }, serviceId: `${group}-1`, channels, cluster: cluster(group) });
-    cleanups.push(() => process.stop());
+    const process = await startBrokerProcess({ socketServer: { port: 0, host: "127.0.0.1" }, serviceId: `${group}-1`, channels, cluster: suite.groupCluster(group, prefix) });
+    suite.defer(() => process.stop());
     return process;
   }));
   // A rebalance plans over the groups whose master this broker knows: both, on both brokers.
@@ -63,8 +51,8 @@ function fakeAdmin(handle: (method: string, path: string, body: unknown) => unkn
   const dir = mkdtempSync(join(tmpdir(), "kitten-fake-admin-"));
   const configPath = join(dir, "kitten-mq.config.json");
   writeFileSync(configPath, JSON.stringify({ httpServerPort: server.port, dataDirectory: join(dir, "data") }));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanups.push(() => server.stop(true));
+  suite.defer(() => rmSync(dir, { recursive: true, force: true }));
+  suite.defer(() => server.stop(true));
   return configPath;
 }
 

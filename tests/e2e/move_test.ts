@@ -7,6 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
 import { Client, type KittenError } from "../../mod.ts";
 import { clientOptions, type TestBroker, waitFor } from "../helpers/broker.ts";
 import { startGroups } from "../helpers/groups.ts";
+import { OP } from "../../src/protocol/mod.ts";
+import { canPage } from "../../src/server/store/store.ts";
 import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
 
 let etcd: EtcdCluster;
@@ -189,4 +191,32 @@ describe("moving a queue with a delayed requeue (real etcd)", () => {
     await waitFor(() => deliveries.filter((d) => d.n === 0).length === 2, 10_000, "n = 0 delivered once its delay is over");
     expect(deliveries.findLast((d) => d.n === 0)!.at - nackedAt).toBeGreaterThanOrEqual(1900);
   });
+});
+
+describe("a message streamed twice to a target that pages (real etcd)", () => {
+  it("is not stored twice when the target holds it in its store only", async () => {
+    const [g1, g2] = await groups(["g1", "g2"], {
+      durability: "fsync",
+      channels: { "twice/v1": { group: "g1", memoryBudgetBytes: 64 * 1024 } },
+    });
+    // The slowest pace there is: the move is still copying when the target pages.
+    g1!.broker.reload({ ...g1!.broker.config, cluster: { ...g1!.broker.config.cluster, moveBytesPerSecond: 65_536 } });
+    const publisher = await client(g1!);
+    const total = 3000;
+    await Promise.all(Array.from({ length: total }, (_, n) => publisher.send("twice/v1/a", { n, pad: "x".repeat(100) })));
+    await g2!.broker.moves.request("twice/v1", "g2");
+    await waitFor(() => (g2!.broker.queues.get("twice/v1")?.backlog.count ?? 0) > 0, 20_000, "the target pages part of what it took");
+    const target = g2!.broker.queues.get("twice/v1")!;
+    const store = g2!.broker.store;
+    if (!canPage(store)) throw new Error("the target's store pages");
+    // A row of the queue the target holds in its store only (not in memory).
+    const row = store.readQueue("twice/v1", 0, 100_000).find((r) => !g2!.broker.moves.incomingMirror("twice/v1")!.get(r.id))!;
+    expect(row).toBeDefined();
+    const held = target.held;
+    // The same message again, as the source streams one taken while its snapshot was read.
+    await g2!.broker.acceptMoved([OP.MOVE_APPEND as never, 1_000_000, row.id, row.queue, row.destination, row.body, row.created, 0, null]);
+    expect(target.held).toBe(held);
+    await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 60_000, "the move is done");
+    expect(g2!.broker.queues.get("twice/v1")!.held).toBe(total);
+  }, 90_000);
 });

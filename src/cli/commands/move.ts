@@ -10,26 +10,7 @@ import type { CliArgs } from "../args.ts";
 import { type Admin, CliError, findAdmin } from "../api.ts";
 import { count, json, table } from "../format.ts";
 import { queueProblem } from "../../protocol/channel.ts";
-
-/** What GET /moves lists (server/cluster/move_records.ts). */
-export interface MoveRecord {
-  id: string;
-  queue: string;
-  from: string;
-  to: string;
-  sourceEpoch: number;
-  state: "copying" | "done" | "rolled-back";
-  phase: "starting" | "snapshot" | "live" | "fenced";
-  reason?: string;
-  copied: number;
-  snapshot: number;
-  fenceMs?: number;
-  requestedBy: string;
-  requestedAt: number;
-  updatedAt: number;
-  finishedAt?: number;
-  revision: number;
-}
+import type { MoveRecord } from "../../server/mod.ts";
 
 /** How often --wait asks how the move is going. */
 const POLL_MS = 250;

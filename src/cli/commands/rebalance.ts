@@ -8,7 +8,7 @@
 import type { CliArgs } from "../args.ts";
 import { CliError, findAdmin } from "../api.ts";
 import { json, table } from "../format.ts";
-import type { MoveRecord } from "./move.ts";
+import type { MoveRecord } from "../../server/mod.ts";
 
 /** As POST /rebalance bounds it. */
 const MAX_MOVES = 1000;

@@ -78,7 +78,16 @@ export class IncomingMove {
   append(append: ReturnType<typeof checkAppend>, delayMs = 0): void {
     this.#checkPeer();
     this.#check(append[3]);
-    this.#acknowledge(append[1], this.host.append(append, delayMs));
+    let stored: void | Promise<void>;
+    try {
+      stored = this.host.append(append, delayMs);
+    } catch (error) {
+      // Refused (a full disk, too few replicas): nothing after it is acknowledged, whatever the
+      // entries behind it in the same read do; the source rolls the move back on the ERROR.
+      this.#failed = true;
+      throw error;
+    }
+    this.#acknowledge(append[1], stored);
   }
 
   #checkPeer(): void {

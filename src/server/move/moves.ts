@@ -128,7 +128,6 @@ export class Moves {
     }
   }
 
-
   /** Move records changed (the watch, or this broker's own writes). */
   recordsChanged(records: readonly MoveRecord[]): void {
     for (const record of records) {

@@ -35,7 +35,10 @@ export class MovePacer {
   #adjustedAt = -Infinity;
   /** Since when the pace is at its slowest with a fall under REBASE_BELOW (null: it is not). */
   #lowSince: number | null = null;
-  /** Per side (source, target): what its ratio is divided by, once its clients slowed down on their own. */
+  /**
+   * Per side (source, target): what its ratio is divided by, once its clients slowed down on their
+   * own; 0 once they stopped (the side is left out).
+   */
   readonly #references: number[] = [];
 
   /** The share of `moveBytesPerSecond` the snapshot streams at now. */
@@ -50,7 +53,11 @@ export class MovePacer {
   adjust(now: number, ratios: readonly (number | null)[]): void {
     if (now - this.#adjustedAt < TRAFFIC_WINDOW_MS) return;
     this.#adjustedAt = now;
-    const scaled = ratios.map((ratio, side) => ratio === null ? null : ratio / (this.#references[side] ?? 1));
+    const scaled = ratios.map((ratio, side) => {
+      const reference = this.#references[side] ?? 1;
+      // A side whose clients stopped sending altogether has nothing left to protect.
+      return ratio === null || reference === 0 ? null : ratio / reference;
+    });
     let lowest = Infinity;
     for (const ratio of scaled) if (ratio !== null && ratio < lowest) lowest = ratio;
     if (this.#factor === MIN_FACTOR && lowest < REBASE_BELOW) {
@@ -68,7 +75,7 @@ export class MovePacer {
     this.#lowSince = null;
     ratios.forEach((ratio, side) => {
       const now = scaled[side];
-      if (ratio !== null && ratio > 0 && now !== null && now !== undefined && now < REBASE_BELOW) this.#references[side] = ratio;
+      if (ratio !== null && now !== null && now !== undefined && now < REBASE_BELOW) this.#references[side] = ratio;
     });
   }
 }

@@ -115,6 +115,15 @@ describe("MovePacer", () => {
     expect(pacer.factor).toBeLessThan(1);
   });
 
+  it("leaves out a side whose clients stopped sending altogether (a burst just before the move, then nothing)", () => {
+    const pacer = new MovePacer();
+    let now = 0;
+    const step = (ratios: (number | null)[]) => pacer.adjust((now += TRAFFIC_WINDOW_MS), ratios);
+    for (let i = 0; i < (REBASE_MS * 2) / TRAFFIC_WINDOW_MS; i++) step([0, null]);
+    for (let i = 0; i < 20; i++) step([0, null]);
+    expect(pacer.factor).toBe(1);
+  });
+
   it("keeps the slowest pace while a saturated host loses less than 1 - REBASE_BELOW of its traffic to the move", () => {
     const pacer = new MovePacer();
     let now = 0;
