@@ -5,42 +5,18 @@
  * queue owned by exactly one group, the move finished or rolled back on its own, and every
  * confirmed message delivered, while a publisher sends throughout.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from "bun:test";
-import { Client, type KittenError } from "../../mod.ts";
+import { expect, it } from "bun:test";
+import type { Client, KittenError } from "../../mod.ts";
 import { waitFor } from "../helpers/broker.ts";
-import { countingInto, harnessClientOptions, tally } from "../helpers/crash.ts";
-import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
-import { type MoveBroker, MoveDeployment } from "../helpers/move_cluster.ts";
+import { countingInto, tally } from "../helpers/crash.ts";
+import { type MoveBroker, type MoveDeployment, moveSuite } from "../helpers/move_cluster.ts";
 import { OP } from "../../src/protocol/mod.ts";
 
 const QUEUE = "mv/v1";
 const BACKLOG = 20_000;
 
-let etcd: EtcdCluster;
-let deployment: MoveDeployment | null = null;
-const clients: Client[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-
-afterEach(async () => {
-  for (const mq of clients.splice(0)) await mq.disconnect();
-  await deployment?.cleanup();
-  deployment = null;
-});
-
-afterAll(async () => {
-  await etcd?.cleanup();
-});
-
-async function client(hosts: string[], name: string): Promise<Client> {
-  const mq = new Client();
-  mq.on("error", (_error: KittenError) => {}); // killed brokers are expected here
-  clients.push(mq);
-  await mq.connect({ ...harnessClientOptions(hosts, `${name}-${process.pid}-${Date.now()}`, 2000), sendTimeoutMs: 60_000 });
-  return mq;
-}
+const suite = moveSuite();
+const client = suite.client;
 
 /** A publisher with `window` sends in flight, recording every confirmed message, until stopped. */
 function publish(mq: Client, confirmed: Set<number>, from: number, window = 200) {
@@ -73,7 +49,7 @@ function publish(mq: Client, confirmed: Set<number>, from: number, window = 200)
  * g2's brokers behind relays when `relayed`.
  */
 async function setUp(backlog = BACKLOG, relayed = false): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
-  const d = (deployment = new MoveDeployment(etcd));
+  const d = suite.deploy();
   await d.start(["g1", "g2"], 2, { channels: { [QUEUE]: { group: "g1" } } }, relayed ? ["g2"] : []);
   const publisher = await client(d.hosts(), "publisher");
   const confirmed = new Set<number>();

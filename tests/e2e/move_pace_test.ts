@@ -4,37 +4,14 @@
  * each MOVE_ACK of the target carries its clients' traffic against what it was before the move,
  * a ratio while they send enough to tell, null otherwise.
  */
-import { afterAll, afterEach, beforeAll, expect, it } from "bun:test";
-import { Client, type KittenError } from "../../mod.ts";
-import { harnessClientOptions } from "../helpers/crash.ts";
-import { type EtcdCluster, startEtcd } from "../helpers/etcd.ts";
-import { MoveDeployment } from "../helpers/move_cluster.ts";
+import { expect, it } from "bun:test";
+import type { Client } from "../../mod.ts";
+import { type MoveDeployment, moveSuite } from "../helpers/move_cluster.ts";
 import { OP } from "../../src/protocol/mod.ts";
 import { MIN_TRAFFIC } from "../../src/server/move/traffic.ts";
 
-let etcd: EtcdCluster;
-let deployment: MoveDeployment | null = null;
-const clients: Client[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-});
-afterEach(async () => {
-  for (const mq of clients.splice(0)) await mq.disconnect();
-  await deployment?.cleanup();
-  deployment = null;
-});
-afterAll(async () => {
-  await etcd?.cleanup();
-});
-
-async function client(hosts: string[], name: string): Promise<Client> {
-  const mq = new Client();
-  mq.on("error", (_error: KittenError) => {});
-  clients.push(mq);
-  await mq.connect(harnessClientOptions(hosts, `${name}-${process.pid}-${Date.now()}`, 2000));
-  return mq;
-}
+const suite = moveSuite();
+const client = suite.client;
 
 /** Moves `moved/v1` (a backlog of `backlog` on g1) to g2 and returns the MOVE_ACKs g2 wrote to g1. */
 async function movedWatching(d: MoveDeployment, publisher: Client, backlog: number): Promise<unknown[][]> {
@@ -54,7 +31,7 @@ async function movedWatching(d: MoveDeployment, publisher: Client, backlog: numb
 }
 
 it("a target whose clients send too little to tell answers every MOVE_ACK with traffic null", async () => {
-  const d = (deployment = new MoveDeployment(etcd));
+  const d = suite.deploy();
   await d.start(["g1", "g2"], 1, { channels: { "moved/v1": { group: "g1" } } }, ["g2"]);
   const acks = await movedWatching(d, await client(d.hosts(), "publisher"), 2000);
   expect(acks.length).toBeGreaterThan(0);
@@ -62,7 +39,7 @@ it("a target whose clients send too little to tell answers every MOVE_ACK with t
 }, 60_000);
 
 it("a target whose clients send more than MIN_TRAFFIC a second tells the source how much of it is left", async () => {
-  const d = (deployment = new MoveDeployment(etcd));
+  const d = suite.deploy();
   await d.start(["g1", "g2"], 1, { channels: { "moved/v1": { group: "g1" }, "busy/v1": { group: "g2" } } }, ["g2"]);
   const busy = await client(d.hosts(), "busy");
   // Twice MIN_TRAFFIC, steady, for the 2 s before the move and during it.

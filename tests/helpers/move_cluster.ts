@@ -3,13 +3,15 @@
  * (master and slave, `minInSyncReplicas` 2), every broker a child process that can be killed with
  * SIGKILL. Moves are asked for as any broker does, by writing the move record in etcd.
  */
+import { afterAll, afterEach, beforeAll } from "bun:test";
 import { join } from "node:path";
 import { Etcd3, type Namespace } from "etcd3";
 import { createMove, type MoveRecord, newMove, parseMoveRecord } from "../../src/server/cluster/move_records.ts";
 import { freePort, waitFor } from "./broker.ts";
-import { type ChildBroker, kill9, spawnBroker, writeBrokerConfig } from "./crash.ts";
+import { Client, type KittenError } from "../../mod.ts";
+import { type ChildBroker, harnessClientOptions, kill9, spawnBroker, writeBrokerConfig } from "./crash.ts";
 import { testPrefix } from "./election.ts";
-import type { EtcdCluster } from "./etcd.ts";
+import { type EtcdCluster, startEtcd } from "./etcd.ts";
 import { type Relay, startRelay } from "./relay.ts";
 import { TempDirs } from "./temp_dir.ts";
 
@@ -146,4 +148,36 @@ export class MoveDeployment {
     this.#client.close();
     this.#temps.removeAll();
   }
+}
+
+/**
+ * What a file of move tests shares: one etcd for the file, the deployment each test starts
+ * (`deploy()`) and its clients (`client()`: killed brokers are expected, so errors are not
+ * reported), all stopped after each test.
+ */
+export function moveSuite(): { deploy(): MoveDeployment; client(hosts: string[], name: string): Promise<Client> } {
+  let etcd: EtcdCluster | undefined;
+  let deployment: MoveDeployment | null = null;
+  const clients: Client[] = [];
+  beforeAll(async () => {
+    etcd = await startEtcd();
+  });
+  afterEach(async () => {
+    for (const mq of clients.splice(0)) await mq.disconnect();
+    await deployment?.cleanup();
+    deployment = null;
+  });
+  afterAll(async () => {
+    await etcd?.cleanup();
+  });
+  return {
+    deploy: () => (deployment = new MoveDeployment(etcd!)),
+    async client(hosts, name) {
+      const mq = new Client();
+      mq.on("error", (_error: KittenError) => {});
+      clients.push(mq);
+      await mq.connect({ ...harnessClientOptions(hosts, `${name}-${process.pid}-${Date.now()}`, 2000), sendTimeoutMs: 60_000 });
+      return mq;
+    },
+  };
 }
