@@ -115,8 +115,10 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
     if (delayMs > 0) held.notBefore = host.now() + delayMs;
     return storing?.commit ?? undefined;
   }
-  // Held in the store only (the queue pages here too): not stored twice. A delay does not reach it.
-  if (queue.backlog.count > 0 && intake.whereIs(messageId) === "paged") return;
+  // A delayed message sent again at the fence that the target holds in its store only (it pages
+  // too): not stored twice, and the delay does not reach it. Looked up for these few only: a
+  // store read per streamed message would slow every move into a queue that pages.
+  if (delayMs > 0 && queue.backlog.count > 0 && intake.whereIs(messageId) === "paged") return;
   const channelName = `${queue.name}/${destination}`;
   checkDisk(host, queue, channelName); // a disk below its floor refuses the move (rolled back)
   const replication = host.cluster.replication;

@@ -193,7 +193,7 @@ describe("moving a queue with a delayed requeue (real etcd)", () => {
   });
 });
 
-describe("a message streamed twice to a target that pages (real etcd)", () => {
+describe("a delayed message sent again at the fence to a target that pages (real etcd)", () => {
   it("is not stored twice when the target holds it in its store only", async () => {
     const [g1, g2] = await groups(["g1", "g2"], {
       durability: "fsync",
@@ -213,8 +213,8 @@ describe("a message streamed twice to a target that pages (real etcd)", () => {
     const row = store.readQueue("twice/v1", 0, 100_000).find((r) => !g2!.broker.moves.incomingMirror("twice/v1")!.get(r.id))!;
     expect(row).toBeDefined();
     const held = target.held;
-    // The same message again, as the source streams one taken while its snapshot was read.
-    await g2!.broker.acceptMoved([OP.MOVE_APPEND as never, 1_000_000, row.id, row.queue, row.destination, row.body, row.created, 0, null]);
+    // The same message again, as the source sends a delayed one again at the fence.
+    await g2!.broker.acceptMoved([OP.MOVE_APPEND as never, 1_000_000, row.id, row.queue, row.destination, row.body, row.created, 0, null], 5_000);
     expect(target.held).toBe(held);
     await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 60_000, "the move is done");
     expect(g2!.broker.queues.get("twice/v1")!.held).toBe(total);
