@@ -15,7 +15,7 @@
 import type { Etcd3, IKeyValue, Namespace, Watcher } from "etcd3";
 import { KittenError } from "../../protocol/errors.ts";
 import { LeaseKeeper } from "./lease_keeper.ts";
-import { connectEtcd } from "./etcd_client.ts";
+import { connectEtcd, EndpointRenewals } from "./etcd_client.ts";
 
 export interface ElectionOptions {
   /** etcd client URLs (`cluster.etcd.endpoints`), e.g. "http://127.0.0.1:2379". */
@@ -75,6 +75,7 @@ export class Election {
   readonly #now: () => number;
   readonly #callTimeoutMs: number;
   #client: Etcd3 | null = null;
+  #renewals: EndpointRenewals | null = null;
   #keys: Namespace | null = null;
   #keeper: LeaseKeeper | null = null;
   #watcher: Watcher | null = null;
@@ -142,8 +143,11 @@ export class Election {
     const timeout = this.#callTimeoutMs;
     this.#client = connectEtcd(this.#options.endpoints, timeout);
     this.#keys = this.#client.namespace(this.#options.prefix);
+    const renewals = (this.#renewals = new EndpointRenewals(this.#options.endpoints));
     this.#keeper = new LeaseKeeper(this.#client, {
       ttlSeconds: this.#options.leaseTtlSeconds,
+      endpointCount: renewals.count,
+      renewThrough: (index, id, deadlineMs) => renewals.renew(index, id, deadlineMs),
       now: this.#now,
       log: this.#options.log,
       onLost: (reason) => this.#leaseLost(reason),
@@ -190,6 +194,7 @@ export class Election {
       watcher?.cancel().catch(() => undefined),
     ]);
     this.#client?.close();
+    this.#renewals?.close();
   }
 
   /**

@@ -29,3 +29,43 @@ export function connectEtcd(endpoints: string[], callTimeoutMs: number): Etcd3 {
     grpcOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 1000 },
   });
 }
+
+/**
+ * One client per etcd node, for the lease keeper's single renewals: each renewal goes to the node
+ * it names, so a node that hangs delays only the renewals sent through it. Clients are made on
+ * first use (a master whose keep-alive stream never falters needs none).
+ */
+export class EndpointRenewals {
+  readonly #endpoints: string[];
+  readonly #clients: (Etcd3 | null)[];
+
+  constructor(endpoints: string[]) {
+    this.#endpoints = endpoints;
+    this.#clients = endpoints.map(() => null);
+  }
+
+  get count(): number {
+    return this.#endpoints.length;
+  }
+
+  /** Renews lease `id` once through node `index`; resolves with the TTL etcd answers (0: expired). */
+  async renew(index: number, id: string, deadlineMs: number): Promise<number> {
+    const client = (this.#clients[index] ??= connectEtcd([this.#endpoints[index]!], deadlineMs));
+    const stream = await client.leaseClient.leaseKeepAlive({ deadline: Date.now() + deadlineMs });
+    try {
+      const answer = await new Promise<{ TTL: string }>((resolve, reject) => {
+        stream.on("data", resolve);
+        stream.on("error", reject);
+        stream.write({ ID: id });
+      });
+      return Number(answer.TTL);
+    } finally {
+      stream.end();
+    }
+  }
+
+  close(): void {
+    for (const client of this.#clients) client?.close();
+    this.#clients.fill(null);
+  }
+}

@@ -9,13 +9,21 @@
  *
  * etcd3 sends renewals on one stream to one etcd node and only replaces a silent stream after a
  * whole TTL, too late for the margin. So when a renewal is overdue the keeper also sends single
- * renewals (`keepaliveOnce`) with a short deadline, each through whichever node the client picks:
- * a master whose etcd node hangs renews through another one instead of stepping down.
+ * renewals with a short deadline, through each etcd node in turn (a client per node): a master
+ * whose etcd node hangs renews through another one instead of stepping down. They do not go through
+ * the shared client, whose pool picks a node at random for each call and can pick the hung one
+ * every time until the margin runs out.
  */
 import type { Etcd3, Lease } from "etcd3";
 
+/** Sends one renewal of lease `id` through one etcd node; resolves with the TTL etcd answers (≤ 0: expired). */
+export type RenewThrough = (endpointIndex: number, id: string, deadlineMs: number) => Promise<number>;
+
 export interface LeaseKeeperOptions {
   ttlSeconds: number;
+  /** How many etcd nodes the single renewals go through, in turn. */
+  endpointCount: number;
+  renewThrough: RenewThrough;
   now: () => number;
   log: (level: "info" | "warn" | "error", message: string) => void;
   /** The lease is gone (etcd says so, or no renewal came back in time); a new one must be granted. */
@@ -50,6 +58,7 @@ export class LeaseKeeper {
   #deadline: ReturnType<typeof setTimeout> | null = null;
   #probe: ReturnType<typeof setTimeout> | null = null;
   #probesInFlight = 0;
+  #nextEndpoint = 0;
   #renewalFailing = false;
 
   constructor(client: Etcd3, options: LeaseKeeperOptions) {
@@ -167,20 +176,26 @@ export class LeaseKeeper {
   }
 
   #sendProbe(lease: Lease): void {
+    const id = this.#id;
+    if (id === null) return;
     this.#probesInFlight++;
     const sentAt = this.#options.now();
-    lease
-      .keepaliveOnce({ deadline: Date.now() + this.#probeDeadlineMs })
-      .then(() => {
-        if (lease !== this.#lease || sentAt <= this.#renewedAt) return;
+    const endpoint = this.#nextEndpoint;
+    this.#nextEndpoint = (endpoint + 1) % Math.max(1, this.#options.endpointCount);
+    this.#options
+      .renewThrough(endpoint, id, this.#probeDeadlineMs)
+      .then((ttl) => {
+        if (lease !== this.#lease) return;
+        if (ttl <= 0) return this.#lose(lease, `etcd reports the lease ${id} expired`);
+        if (sentAt <= this.#renewedAt) return;
         this.#renewedAt = sentAt;
         if (this.#renewalFailing) {
           this.#renewalFailing = false;
-          this.#options.log("info", `etcd renews the lease ${this.#id} again (through a single renewal)`);
+          this.#options.log("info", `etcd renews the lease ${id} again (through a single renewal)`);
         }
         this.#armDeadline();
       })
-      // An expired lease is reported through "lost"; anything else only means no answer in time.
+      // No answer in time (or a node that is down) only means this try failed; the next goes elsewhere.
       .catch(() => undefined)
       .finally(() => {
         this.#probesInFlight--;
