@@ -27,6 +27,8 @@ function openStore(config: Config, logger: Logger, onCommit: (elapsedMs: number)
     deliveryCountDelayMs: DELIVERY_COUNT_DELAY_MS,
     logger,
     onCommit,
+    // Only a broker in a cluster asks its store for messages by id (a slave's checks).
+    indexById: config.cluster.peers.length > 0 || config.cluster.etcd !== null,
   });
 }
 

@@ -17,13 +17,11 @@ export class QueueRows {
   readonly usage: StoreUsage;
   readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
-  readonly #holds: Statement<unknown, [id: string]>;
 
   constructor(readonly db: Database) {
     this.usage = StoreUsage.read(db);
     this.#addUsage = db.prepare(SQL.addUsage);
     this.#selectQueue = db.prepare(SQL.selectQueue);
-    this.#holds = db.prepare(SQL.holds);
   }
 
   /** Writes a commit's usage changes (inside its transaction). */
@@ -44,11 +42,6 @@ export class QueueRows {
       messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, position: seq };
     }
     return messages;
-  }
-
-  /** True when a committed row holds a message with this id. */
-  holds(messageId: string): boolean {
-    return this.#holds.get(messageId) !== null;
   }
 
   /** Every row in arrival order, read as iterated. */
@@ -77,7 +70,6 @@ export class QueueRows {
   finalize(): void {
     this.#addUsage.finalize();
     this.#selectQueue.finalize();
-    this.#holds.finalize();
   }
 }
 

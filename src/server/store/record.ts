@@ -133,9 +133,10 @@ export const SQL = {
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
   /**
    * Messages by id: a slave asks whether it holds a message its master streams (paged ones are
-   * on disk only). Created at open when missing, so stores of every version get it.
+   * on disk only). Created at open by a broker in a cluster, dropped by one that is not.
    */
   indexById: "CREATE INDEX IF NOT EXISTS messages_by_id ON messages (id)",
+  dropIndexById: "DROP INDEX IF EXISTS messages_by_id",
   /** Parameter: message id. */
   holds: "SELECT 1 FROM messages WHERE id = ? LIMIT 1",
   getMeta: "SELECT value FROM meta WHERE key = ?",

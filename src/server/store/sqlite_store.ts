@@ -41,6 +41,7 @@ import { Logger } from "../log.ts";
 import { describe, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
 import { getMeta, type MetaValue, setMeta, STORE_FILE } from "./record.ts";
+import { HeldIds } from "./held_ids.ts";
 import { RowWrites } from "./row_writes.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
@@ -77,8 +78,8 @@ export class SqliteStore implements PagingStore {
   readonly #rows: QueueRows;
   /** Disk space: vacuum, truncating checkpoints, the reserve for a full disk (space.ts). */
   readonly #space: StoreSpace;
-  /** The index by id exists (its creation at open fails on a full disk: lookups then answer false). */
-  #indexedById = false;
+  /** Asked by id (a slave): the index by id, and the ids whose delete is pending. */
+  readonly #ids: HeldIds;
   #nextSeq: number;
   /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
   readonly #unconfirmed = new Set<number>();
@@ -87,11 +88,6 @@ export class SqliteStore implements PagingStore {
   /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
   #removes: number[] = [];
   #removed: StoredMessage[] = [];
-  /**
-   * Ids of rows whose delete is not committed yet, by count; kept only once `holds()` was asked
-   * (a slave), so that a master's acks pay nothing for it.
-   */
-  #removing: Map<string, number> | null = null;
   /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
   readonly #counts: DeliveryCounts;
   /** Set while `#flushAll` commits everything: counts of the current window too. */
@@ -123,11 +119,10 @@ export class SqliteStore implements PagingStore {
     this.#beforeCommit = options.beforeCommit;
     this.#counts = new DeliveryCounts(options.deliveryCountDelayMs ?? 0);
     this.#onCommit = options.onCommit;
-    const opened = openDatabase(this.directory, this.path, this.#log);
+    const opened = openDatabase(this.directory, this.path, this.#log, options.indexById ?? true);
     const db = opened.db;
     this.#healthy = opened.healthy;
     this.#lastError = opened.lastError;
-    this.#indexedById = opened.indexedById;
     this.#nextSeq = opened.nextSeq;
     this.#db = db;
     this.#begin = db.prepare("BEGIN");
@@ -135,6 +130,7 @@ export class SqliteStore implements PagingStore {
     this.#rollback = db.prepare("ROLLBACK");
     this.#writes = new RowWrites(db);
     this.#rows = new QueueRows(db);
+    this.#ids = new HeldIds(db, opened.indexedById, this.#log, this.directory);
     const beforeWrite = () => this.#syncOnCommit(false);
     this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
@@ -189,7 +185,7 @@ export class SqliteStore implements PagingStore {
     }
     this.#removes.push(seq);
     this.#removed.push(message);
-    if (this.#removing !== null) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
+    this.#ids.removing(message.id);
     this.#scheduleTimer(this.#commitIntervalMs);
   }
 
@@ -214,13 +210,7 @@ export class SqliteStore implements PagingStore {
    * for paged messages: a row whose delete is pending is as good as gone).
    */
   holds(messageId: string): boolean {
-    if (this.#closed || !this.#indexedById) return false;
-    if (this.#removing === null) {
-      this.#removing = new Map();
-      for (const message of this.#removed) this.#removing.set(message.id, (this.#removing.get(message.id) ?? 0) + 1);
-    }
-    if (this.#removing.has(messageId)) return false;
-    return this.#rows.holds(messageId);
+    return !this.#closed && this.#ids.holds(messageId, this.#removed);
   }
 
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
@@ -303,7 +293,7 @@ export class SqliteStore implements PagingStore {
     this.#appends.clear();
     this.#removes = [];
     this.#removed = [];
-    this.#removing = null;
+    this.#ids.clear();
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = this.stats;
     this.#log.info(
@@ -316,6 +306,7 @@ export class SqliteStore implements PagingStore {
       for (const statement of [this.#begin, this.#commit, this.#rollback]) statement.finalize();
       this.#writes.finalize();
       this.#rows.finalize();
+      this.#ids.finalize();
       this.#space.finalize();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
@@ -417,14 +408,7 @@ export class SqliteStore implements PagingStore {
     this.#appends = new Map();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
-    if (this.#removing !== null) {
-      for (let i = 0; i < deletes; i++) {
-        const id = this.#removed[i]!.id;
-        const pending = this.#removing.get(id) ?? 1;
-        if (pending <= 1) this.#removing.delete(id);
-        else this.#removing.set(id, pending - 1);
-      }
-    }
+    this.#ids.deleted(this.#removed, deletes);
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || written.deferred) this.#immediate = setImmediate(this.#flush);

@@ -195,3 +195,35 @@ it("SqliteStore.holds() answers by id for committed rows, and not for a row whos
   expect(reopened.holds(kept.id)).toBe(true);
   reopened.close();
 });
+
+function indexesOf(directory: string): string[] {
+  const db = new Database(join(directory, STORE_FILE), { readonly: true });
+  try {
+    return db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' ORDER BY name").all().map((row) => row.name);
+  } finally {
+    db.close();
+  }
+}
+
+it("the index by id is kept only by a store opened with indexById, and dropped by one opened without", () => {
+  const directory = temps.make();
+  new SqliteStore({ directory, logger: memoryLogger(), indexById: true }).close();
+  expect(indexesOf(directory)).toContain("messages_by_id");
+  new SqliteStore({ directory, logger: memoryLogger(), indexById: false }).close();
+  expect(indexesOf(directory)).not.toContain("messages_by_id");
+  expect(indexesOf(directory)).toContain("messages_by_queue");
+});
+
+it("a store opened without the index by id builds it when first asked, and answers as one that had it", async () => {
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory: temps.make(), logger, indexById: false });
+  const [kept, dropped] = [storedMessage(1), storedMessage(2)];
+  await Promise.all([store.append(kept), store.append(dropped)]);
+  store.remove(dropped);
+  expect(store.holds(kept.id)).toBe(true);
+  expect(store.holds(dropped.id)).toBe(false);
+  expect(store.holds("never-stored")).toBe(false);
+  expect(logger.lines.filter((line) => line.includes("built the index of messages by id")).length).toBe(1);
+  store.close();
+  expect(indexesOf(store.directory)).toContain("messages_by_id");
+});
