@@ -91,10 +91,7 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
   const stored = intake.store(queue, message, index);
   const replicated = master ? replication.waitFor(index, channelName) : undefined;
   if (replicated === undefined) return stored;
-  // Confirmed when both hold. A refusal by the replicas leaves the message here: sent again, it
-  // is not queued twice, and it is streamed again before that resend is confirmed.
-  replicated.catch(() => intake.noteUnlogged(messageId));
-  return stored === undefined ? replicated : stored.then(() => replicated);
+  return intake.confirmedWhen(messageId, stored, replicated);
 }
 
 /**

@@ -9,6 +9,7 @@ import { copyBytes } from "../protocol/bytes.ts";
 import type { Cluster } from "./cluster/cluster.ts";
 import type { Mirror } from "./cluster/mirror.ts";
 import { RecentIds } from "./dedup.ts";
+import { SharedSettlement } from "./shared_settlement.ts";
 import { RecentMap } from "../protocol/recent.ts";
 import type { Logger } from "./log.ts";
 import { Message } from "./queue/message.ts";
@@ -31,6 +32,9 @@ export interface IntakeHost {
   incoming(queue: string): Mirror | null;
 }
 
+/** A message whose commit runs: its queue, and the log entry that streamed it as master (0: none). */
+type Committing = [queue: Queue, message: Message, logIndex: number];
+
 /** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
 const UNLOGGED = 100_000;
 
@@ -39,6 +43,18 @@ export class Intake {
   readonly #recentIds = new RecentIds();
   /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
   readonly #storing = new Map<string, Message>();
+  /** Sends waiting for the replicas, by the promise they wait on: unlogged if the replicas refuse them. */
+  readonly #replicating = new SharedSettlement<string>(
+    () => undefined,
+    (ids) => ids.forEach((id) => this.noteUnlogged(id)),
+    false,
+  );
+  #joined: { stored: Promise<void>; replicated: Promise<void>; both: Promise<void> } | null = null;
+  readonly #committing = new SharedSettlement<Committing>(
+    (batch) => this.#committed(batch),
+    (batch) => this.#refused(batch),
+    true,
+  );
   #seq = 0;
   /**
    * Messages held here that no other broker is known to hold: a client sent them while this
@@ -93,6 +109,22 @@ export class Intake {
     const replicated = index === 0 ? undefined : replication.waitFor(index, channelName);
     if (held === true) return replicated;
     return replicated === undefined ? held : held.then(() => replicated);
+  }
+
+  /**
+   * A master's send is confirmed once it is stored here and the in-sync replicas hold it. A refusal
+   * by the replicas leaves the message here: sent again, it is not queued twice, and it is
+   * streamed again before that resend is confirmed. The sends of one commit and one burst to the
+   * replicas share both promises, and so the joined one too.
+   */
+  confirmedWhen(messageId: string, stored: void | Promise<void>, replicated: Promise<void>): Promise<void> {
+    this.#replicating.add(replicated, messageId);
+    if (stored === undefined) return replicated;
+    const joined = this.#joined;
+    if (joined !== null && joined.stored === stored && joined.replicated === replicated) return joined.both;
+    const both = stored.then(() => replicated);
+    this.#joined = { stored, replicated, both };
+    return both;
   }
 
   /** The message is in the log now. */
@@ -161,25 +193,38 @@ export class Intake {
       this.#accept(queue, message);
       return;
     }
-    const messageId = message.id;
-    // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
-    const committed = stored.then(
-      () => {
-        this.#storing.delete(messageId);
-        message.commit = null;
-        if (logIndex > 0) this.host.cluster.positions.committed(logIndex);
-        this.#accept(queue, message);
-      },
-      (error) => {
-        this.#storing.delete(messageId);
-        message.commit = null;
-        if (this.host.cluster.isMaster) this.host.cluster.replication.remove(messageId);
-        throw error;
-      },
-    );
+    // Every message of one commit shares its promise: accepted together, in arrival order.
+    const committed = this.#committing.add(stored, [queue, message, logIndex]);
     message.commit = committed;
-    this.#storing.set(messageId, message);
+    this.#storing.set(message.id, message);
     return committed;
+  }
+
+  /** The commit holding these messages is on disk. */
+  #committed(batch: Committing[]): void {
+    const positions = this.host.cluster.positions;
+    for (const [queue, message, logIndex] of batch) {
+      this.#storing.delete(message.id);
+      message.commit = null;
+      if (logIndex > 0) positions.committed(logIndex);
+      try {
+        this.#accept(queue, message);
+      } catch (error) {
+        // Stored, so kept (and confirmed): a fault here must not hold back the rest of the commit.
+        this.host.log.failure("queue", `queue=${queue.name};message=${message.id};cannot queue a stored message`, error);
+      }
+    }
+  }
+
+  /** The commit holding these messages failed: nothing of it is kept, and slaves drop them too. */
+  #refused(batch: Committing[]): void {
+    const master = this.host.cluster.isMaster;
+    for (const [, message] of batch) {
+      // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
+      this.#storing.delete(message.id);
+      message.commit = null;
+      if (master) this.host.cluster.replication.remove(message.id);
+    }
   }
 
   #accept(queue: Queue, message: Message): void {

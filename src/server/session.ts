@@ -14,7 +14,6 @@ import {
   checkMap,
   checkNack,
   checkPing,
-  checkSend,
   checkSubscribe,
   checkUnsubscribe,
   FrameDecoder,
@@ -24,7 +23,6 @@ import {
   opOf,
   peekOp,
   peerMaxFrameSize,
-  readSend,
   queueProblem,
   refOf,
   writeDeliver,
@@ -38,6 +36,7 @@ import type { ClientGrants, Rules } from "./security/rules.ts";
 import { type Copy, groupKeyOf, type Handler } from "./queue/message.ts";
 import type { Peer, SessionState } from "./peer.ts";
 import { ReplicaStream } from "./replica_stream.ts";
+import { SessionSends } from "./session_sends.ts";
 import { Registrations } from "./registrations.ts";
 import { type Connection, Outbox } from "./outbox.ts";
 import { acceptHello, decodeFrame, HANDSHAKE_MAX_FRAME_SIZE, type HandshakeBudget } from "./handshake.ts";
@@ -66,12 +65,18 @@ export class Session implements Peer {
   #heldBeforeOpen = 0;
   /** The client asked MAP: it is told when owners of queues change. */
   #followsMap = false;
+  readonly #sends: SessionSends;
 
   constructor(broker: Broker, connection: Connection, budget: HandshakeBudget = { held: 0 }) {
     this.#broker = broker;
     this.#connection = connection;
     this.#budget = budget;
     this.#registrations = new Registrations(broker, this);
+    this.#sends = new SessionSends(broker, this, {
+      confirm: (ref) => this.#confirm(ref),
+      fail: (ref, error) => this.#fail(ref, error),
+      afterwards: (step) => this.#afterwards(step),
+    });
     const session = this;
     this.#out = new Outbox(connection, {
       get config() {
@@ -258,48 +263,10 @@ export class Session implements Peer {
   #handleHot(data: Uint8Array, start: number, end: number): boolean {
     const op = peekOp(data, start, end);
     if (op === OP.SEND) {
-      this.#handleSend(data, start, end);
+      this.#sends.handle(data, start, end);
       return true;
     }
     return op === OP.MOVE_APPEND && this.#stream.moveAppend(data, start, end);
-  }
-
-  /**
-   * A SEND frame: the hand-written reader (hot_ops.ts) takes what `writeSend` writes; the generic
-   * decoder reads another encoder's choices, and names what is wrong with a frame it refuses.
-   */
-  #handleSend(data: Uint8Array, start: number, end: number): void {
-    const send = readSend(data, start, end);
-    if (send !== undefined) {
-      try {
-        return this.#send(send.ref, send.channel, send.messageId, send.body);
-      } catch (error) {
-        return this.#fail(send.ref, error);
-      }
-    }
-    let value: unknown[] | null = null;
-    try {
-      value = decodeFrame(data, start, end);
-      const [, ref, channel, messageId, body] = checkSend(value);
-      this.#send(ref, channel, messageId, body);
-    } catch (error) {
-      this.#fail(Array.isArray(value) ? refOf(value) : null, error);
-    }
-  }
-
-  #send(ref: number, channel: string, messageId: string, body: Uint8Array): void {
-    const stats = this.#broker.stats;
-    // One send in LATENCY_SAMPLE_EVERY is timed; the others pay one decrement.
-    const started = stats.publishSampler.hit() ? performance.now() : -1;
-    const stored = this.#broker.send(channel, messageId, body, this);
-    if (stored === undefined) return this.#confirmSend(ref, started);
-    this.#afterwards(stored.then(() => this.#confirmSend(ref, started), (error) => this.#fail(ref, error)));
-  }
-
-  /** Confirms a send; a timed one (`started` ≥ 0) records its publish → confirm latency. */
-  #confirmSend(ref: number, started: number): void {
-    this.#confirm(ref);
-    if (started >= 0) this.#broker.stats.publishConfirm.observe((performance.now() - started) / 1000);
   }
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {

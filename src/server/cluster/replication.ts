@@ -9,7 +9,7 @@
  * drops out of sync (and the master stops waiting for it); it comes back once it has caught up.
  */
 import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
-import { Deque } from "../internal/deque.ts";
+import { ConfirmWaiters } from "./confirm_waiters.ts";
 import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import { commonPrefix, type EpochHistory } from "./history.ts";
@@ -70,17 +70,11 @@ const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
 /** How often, at most, the confirmed index is told while it moves (ms). */
 const CONFIRMED_EVERY_MS = 5;
 
-interface Waiter {
-  index: number;
-  resolve(): void;
-  reject(error: KittenError): void;
-}
-
 export class Replication {
   /** The last log index used. */
   #index = 0;
   readonly #replicas = new Map<ReplicaLink, Replica>();
-  readonly #waiters = new Deque<Waiter>();
+  readonly #waiters = new ConfirmWaiters();
   /** Highest log index confirmed with replicas (a joining replica must hold at least that). */
   #confirmed = 0;
   #removals: string[] = [];
@@ -248,10 +242,9 @@ export class Replication {
       // Nobody was streamed to: too few replicas (checkReplicas let it through a moment before).
       return Promise.reject(this.#tooFew(channel));
     }
-    return new Promise<void>((resolve, reject) => {
-      this.#waiters.push({ index, resolve, reject });
-      this.#advance();
-    });
+    const promise = this.#waiters.wait(index);
+    this.#advance();
+    return promise;
   }
 
   /** A replica stored everything up to `index`. */
@@ -278,6 +271,7 @@ export class Replication {
    * frames of many ids.
    */
   flush(): void {
+    this.#waiters.endBurst();
     this.#tellConfirmed(false);
     if (this.#waiting === 0) return;
     this.#waiting = 0;
@@ -401,11 +395,11 @@ export class Replication {
     }
     if (inSync + 1 < needed) return this.#failWaiters(this.#tooFew(null));
     this.#confirmed = Math.max(this.#confirmed, upTo);
-    while (this.#waiters.length > 0 && this.#waiters.peek()!.index <= upTo) this.#waiters.shift()!.resolve();
+    this.#waiters.settle(upTo);
   }
 
   #failWaiters(error: KittenError): void {
-    for (let waiter = this.#waiters.shift(); waiter; waiter = this.#waiters.shift()) waiter.reject(error);
+    this.#waiters.failAll(error);
   }
 
   #tooFew(channel: string | null): KittenError {
