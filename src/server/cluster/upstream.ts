@@ -116,6 +116,8 @@ export class Upstream {
   #commits: Promise<unknown> = Promise.resolve();
   #pendingCommits = 0;
   #pendingEntries = 0;
+  /** For each commit a chunk of the stream waits on, how many of its entries it holds. */
+  #sharing: number[] = [];
   #since = Date.now();
   #catchUp: "position" | "snapshot" | null = null;
   #confirmed = -1;
@@ -267,6 +269,7 @@ export class Upstream {
     });
     socket.on("data", (chunk: Uint8Array) => {
       const commits: Promise<unknown>[] = [];
+      this.#sharing = [];
       let last = -1;
       try {
         decoder.each(chunk, (data, start, end) => {
@@ -417,7 +420,16 @@ export class Upstream {
     const stored = this.target.append(append, this.#synced ? 0 : this.#generation);
     if (stored instanceof Promise) {
       this.#pendingEntries++;
-      commits.push(stored.finally(() => this.#pendingEntries--));
+      // The entries of one commit share its promise: waited on once, however many it holds.
+      const last = commits.length - 1;
+      if (last >= 0 && commits[last] === stored) this.#sharing[last]!++;
+      else {
+        const at = commits.push(stored) - 1;
+        const sharing = this.#sharing;
+        sharing[at] = 1;
+        const done = () => (this.#pendingEntries -= sharing[at]!);
+        stored.then(done, done);
+      }
     }
     // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
     if (!this.#synced) return -1;
