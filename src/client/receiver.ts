@@ -11,7 +11,6 @@ import {
   MAX_NACK_DELAY_SECONDS,
   OP,
   queueName,
-  RecentMap,
 } from "../protocol/mod.ts";
 import type { HostConnection } from "./connection.ts";
 import type { MasterTracker } from "./masters.ts";
@@ -23,6 +22,9 @@ const ACKED_WINDOW = 20_000;
 export class Receiver {
   /** Deliveries acked recently: a resend after failover is not handled twice. */
   readonly #acked = new RecentAcks();
+  /** The link (and its generation) the last delivery came through. */
+  #from: HostConnection | null = null;
+  #fromGeneration = -1;
 
   constructor(
     /** The client's open subscriptions, by sub. */
@@ -44,7 +46,15 @@ export class Receiver {
     // lone broker needs neither, and saves their cost. Decided here, once: done() may come after
     // disconnect(), when there are no connections left to count.
     const acked = this.connections().length > 1 ? ackedOf(subscription, destination, messageId) : null;
-    if (acked !== null && this.#acked.has(acked)) return this.#ack(connection, sub, tag, acked);
+    if (acked !== null) {
+      // A delivery through another link (a new master, a reconnect) may repeat an acked one.
+      if (connection !== this.#from || generation !== this.#fromGeneration) {
+        this.#from = connection;
+        this.#fromGeneration = generation;
+        this.#acked.watch();
+      }
+      if (this.#acked.has(acked)) return this.#ack(connection, sub, tag, acked);
+    }
     let message: unknown;
     try {
       message = decodeBody(body);
@@ -129,34 +139,78 @@ function sameTarget(a: AckedDelivery, b: AckedDelivery): boolean {
 }
 
 /**
- * Acked deliveries, the last ACKED_WINDOW message ids. Kept by message id, which the sender made
- * unique: no key string built per delivery. A message reaches one client under more than one
- * target only when it both listens and consumes, or under a wildcard and an id: such an id keeps a
- * list.
+ * Acked deliveries, the last ACKED_WINDOW of them. A broker never delivers again what was acked
+ * on the same link, so only deliveries through another link can repeat an acked one: after a
+ * failover or a reconnect. The acks are kept in a ring; they are looked up by message id (a map,
+ * made from the ring) only from such a change until ACKED_WINDOW acks later, when every ack
+ * remembered was made on the link that delivers now. So a client whose link does not change pays
+ * an array write per ack, not four map operations. A message reaches one client under more than
+ * one target only when it both listens and consumes, or under a wildcard and an id: such an id
+ * keeps a list.
  */
 class RecentAcks {
-  readonly #byId = new RecentMap<string, AckedDelivery | AckedDelivery[]>(ACKED_WINDOW);
+  readonly #ring: (AckedDelivery | undefined)[] = new Array(ACKED_WINDOW);
+  #next = 0;
+  #byId: Map<string, AckedDelivery | AckedDelivery[]> | null = null;
+  /** Acks since the last change of link, while watching. */
+  #sinceWatch = 0;
+
+  /** The delivering link changed: acked deliveries are looked up by id from now on. */
+  watch(): void {
+    this.#sinceWatch = 0;
+    if (this.#byId !== null) return;
+    const byId = (this.#byId = new Map());
+    for (const acked of this.all()) addTo(byId, acked);
+  }
 
   has(acked: AckedDelivery): boolean {
-    const held = this.#byId.get(acked.messageId);
+    const held = this.#byId?.get(acked.messageId);
     if (held === undefined) return false;
     return Array.isArray(held) ? held.some((each) => sameTarget(each, acked)) : sameTarget(held, acked);
   }
 
   add(acked: AckedDelivery): void {
-    const held = this.#byId.get(acked.messageId);
-    if (held === undefined) return this.#byId.set(acked.messageId, acked);
-    if (!Array.isArray(held)) {
-      if (!sameTarget(held, acked)) this.#byId.set(acked.messageId, [held, acked]);
+    const at = this.#next;
+    const evicted = this.#ring[at];
+    this.#ring[at] = acked;
+    this.#next = (at + 1) % ACKED_WINDOW;
+    const byId = this.#byId;
+    if (byId === null) return;
+    if (++this.#sinceWatch >= ACKED_WINDOW) {
+      this.#byId = null; // every ack remembered was made on the link that delivers now
       return;
     }
-    if (!held.some((each) => sameTarget(each, acked))) held.push(acked);
+    if (evicted !== undefined) removeFrom(byId, evicted);
+    addTo(byId, acked);
   }
 
+  /** Every remembered ack, oldest first. */
   *all(): IterableIterator<AckedDelivery> {
-    for (const [, held] of this.#byId.entries()) {
-      if (Array.isArray(held)) yield* held;
-      else yield held;
+    for (let i = 0; i < ACKED_WINDOW; i++) {
+      const acked = this.#ring[(this.#next + i) % ACKED_WINDOW];
+      if (acked !== undefined) yield acked;
     }
   }
+}
+
+function addTo(byId: Map<string, AckedDelivery | AckedDelivery[]>, acked: AckedDelivery): void {
+  const held = byId.get(acked.messageId);
+  if (held === undefined) return void byId.set(acked.messageId, acked);
+  if (!Array.isArray(held)) {
+    if (!sameTarget(held, acked)) byId.set(acked.messageId, [held, acked]);
+    return;
+  }
+  if (!held.some((each) => sameTarget(each, acked))) held.push(acked);
+}
+
+function removeFrom(byId: Map<string, AckedDelivery | AckedDelivery[]>, acked: AckedDelivery): void {
+  const held = byId.get(acked.messageId);
+  if (held === undefined) return;
+  if (!Array.isArray(held)) {
+    if (held === acked) byId.delete(acked.messageId);
+    return;
+  }
+  const left = held.filter((each) => each !== acked);
+  if (left.length === 0) byId.delete(acked.messageId);
+  else byId.set(acked.messageId, left.length === 1 ? left[0]! : left);
 }
