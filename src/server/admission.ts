@@ -128,7 +128,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
   const stored = intake.store(queue, message, index);
   const replicated = replication.waitFor(index, channelName);
   if (replicated === undefined) return stored;
-  return stored === undefined ? replicated : stored.then(() => replicated);
+  return intake.storedAndReplicated(stored, replicated);
 }
 
 /** A durable queue's message is refused while the disk is below its floor or the store refuses writes (DISK_FULL, STORE_UNAVAILABLE). */

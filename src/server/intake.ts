@@ -119,6 +119,11 @@ export class Intake {
    */
   confirmedWhen(messageId: string, stored: void | Promise<void>, replicated: Promise<void>): Promise<void> {
     this.#replicating.add(replicated, messageId);
+    return this.storedAndReplicated(stored, replicated);
+  }
+
+  /** Settles once both have; the same two promises give the same joined one (a whole burst shares it). */
+  storedAndReplicated(stored: void | Promise<void>, replicated: Promise<void>): Promise<void> {
     if (stored === undefined) return replicated;
     const joined = this.#joined;
     if (joined !== null && joined.stored === stored && joined.replicated === replicated) return joined.both;

@@ -8,7 +8,7 @@ import { encode } from "cbor-x";
 import type { HostConnection } from "../../src/client/connection.ts";
 import type { MasterTracker } from "../../src/client/masters.ts";
 import { Receiver } from "../../src/client/receiver.ts";
-import { Subscription, type SubscriptionHost } from "../../src/client/subscription.ts";
+import { type ConsumeHandler, Subscription, type SubscriptionHost } from "../../src/client/subscription.ts";
 
 interface FakeLink {
   name: string;
@@ -37,10 +37,11 @@ function link(name: string): FakeLink {
 function setup() {
   const handled: string[] = [];
   const host: SubscriptionHost = { request: () => Promise.resolve(), unsubscribe: () => Promise.resolve() };
-  const subscription = new Subscription(1, "consume", "orders/v1/*", (_error: unknown, _message: unknown, done: () => void, info: { messageId: string }) => {
-    handled.push(info.messageId);
+  const handler: ConsumeHandler = (_error, _message, done, info) => {
+    handled.push(info!.messageId);
     done();
-  }, {}, host);
+  };
+  const subscription = new Subscription(1, "consume", "orders/v1/*", handler, {}, host);
   const links = [link("a"), link("b")];
   const masters = { isMaster: () => true } as unknown as MasterTracker;
   const receiver = new Receiver(new Map([[1, subscription]]), masters, () => links as unknown as HostConnection[], (error) => {
