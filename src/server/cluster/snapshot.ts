@@ -11,9 +11,10 @@ const SNAPSHOT_PAGE = 2_000;
 
 /**
  * The messages in memory and those being stored, in arrival order, then each durable queue's
- * paged ones, read from the store page by page as the replica takes them. A paged queue lists
- * the rows from where its paged messages started, as many as it had then (rows added since come
- * through the live stream as well: the replica recognises them).
+ * paged ones, read from the store page by page as the replica takes them: the rows from where its
+ * paged messages start up to its newest committed row now. Rows committed later (those being
+ * stored now included) are not read: the list above or the live stream carries them, and a queue
+ * drained meanwhile does not make the read run on into them.
  */
 export function snapshotOf(queues: Iterable<Queue>, storing: Iterable<Message>, store: Store | null): Snapshot {
   const inMemory = new Set<Message>();
@@ -22,19 +23,25 @@ export function snapshotOf(queues: Iterable<Queue>, storing: Iterable<Message>, 
   for (const message of storing) inMemory.add(message);
   const messages = [...inMemory].sort((a, b) => a.seq - b.seq);
   const paged = canPage(store)
-    ? all.filter((q) => q.backlog.count > 0).map((q) => ({ name: q.name, from: q.backlog.from, count: q.backlog.count }))
+    ? all.filter((q) => q.backlog.count > 0).map((q) => ({
+      name: q.name,
+      from: q.backlog.from,
+      count: q.backlog.count,
+      upTo: store.lastPosition(q.name),
+    }))
     : [];
   function* entries(): Generator<SnapshotEntry> {
     yield* messages;
     if (!canPage(store)) return;
     for (const queue of paged) {
       let from = queue.from;
-      let left = queue.count;
-      while (left > 0) {
-        const rows = store.readQueue(queue.name, from, Math.min(left, SNAPSHOT_PAGE));
-        if (rows.length === 0) break;
-        yield* rows;
-        left -= rows.length;
+      while (from <= queue.upTo) {
+        const rows = store.readQueue(queue.name, from, SNAPSHOT_PAGE);
+        const within = rows.length > 0 && rows.at(-1)!.position! > queue.upTo
+          ? rows.filter((row) => row.position! <= queue.upTo)
+          : rows;
+        yield* within;
+        if (within.length < SNAPSHOT_PAGE) break;
         from = rows.at(-1)!.position! + 1;
       }
     }

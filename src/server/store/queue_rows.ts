@@ -17,11 +17,13 @@ export class QueueRows {
   readonly usage: StoreUsage;
   readonly #addUsage: Statement<unknown, [queue: string, messages: number, bytes: number]>;
   readonly #selectQueue: Statement<unknown, [queue: string, from: number, limit: number]>;
+  readonly #lastOfQueue: Statement<{ seq: number }, [queue: string]>;
 
   constructor(readonly db: Database) {
     this.usage = StoreUsage.read(db);
     this.#addUsage = db.prepare(SQL.addUsage);
     this.#selectQueue = db.prepare(SQL.selectQueue);
+    this.#lastOfQueue = db.prepare(SQL.lastOfQueue);
   }
 
   /** Writes a commit's usage changes (inside its transaction). */
@@ -42,6 +44,11 @@ export class QueueRows {
       messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, position: seq };
     }
     return messages;
+  }
+
+  /** The position of the newest committed row of `queue` (0 when it has none). */
+  lastPosition(queue: string): number {
+    return this.#lastOfQueue.get(queue)?.seq ?? 0;
   }
 
   /** Every row in arrival order, read as iterated. */
@@ -70,6 +77,7 @@ export class QueueRows {
   finalize(): void {
     this.#addUsage.finalize();
     this.#selectQueue.finalize();
+    this.#lastOfQueue.finalize();
   }
 }
 

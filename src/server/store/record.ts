@@ -131,6 +131,8 @@ export const SQL = {
   addUsage:
     "INSERT INTO queue_usage (queue, messages, bytes) VALUES (?, ?, ?) ON CONFLICT (queue) DO UPDATE SET messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
+  /** Parameter: queue. The position of its newest committed row (0: none), through messages_by_queue. */
+  lastOfQueue: "SELECT coalesce(max(seq), 0) AS seq FROM messages WHERE queue = ?",
   /**
    * Messages by id: a slave asks whether it holds a message its master streams (paged ones are
    * on disk only). Created at open by a broker in a cluster, dropped by one that is not.

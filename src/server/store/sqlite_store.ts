@@ -234,6 +234,11 @@ export class SqliteStore implements PagingStore {
     return this.#rows.read(queue, from, limit);
   }
 
+  lastPosition(queue: string): number {
+    this.#open();
+    return this.#rows.lastPosition(queue);
+  }
+
   purgeFrom(queue: string, from: number, destination?: string): number {
     this.#open();
     this.#flushAll(); // pending rows are committed, so they are measured and deleted with the rest

@@ -92,6 +92,11 @@ export interface PagingStore extends Store {
    */
   readQueue(queue: string, from: number, limit: number): StoredMessage[];
   /**
+   * The position of the newest committed message of `queue` (0 when none): every message
+   * committed later has a higher one, and so has every append still pending now.
+   */
+  lastPosition(queue: string): number;
+  /**
    * Deletes the stored messages of `queue` at or after position `from` (of one destination id, or
    * all), committed when this returns; returns how many. An operator's purge of paged messages.
    */
