@@ -11,10 +11,10 @@ const SNAPSHOT_PAGE = 2_000;
 
 /**
  * The messages in memory and those being stored, in arrival order, then each durable queue's
- * paged ones, read from the store page by page as the replica takes them: the rows from where its
- * paged messages start up to its newest committed row now. Rows committed later (those being
- * stored now included) are not read: the list above or the live stream carries them, and a queue
- * drained meanwhile does not make the read run on into them.
+ * paged ones, read from the store page by page as the replica takes them: its rows from where its
+ * paged messages start up to the newest one paged now (Backlog.last). Messages paged later (those
+ * being stored now included) are not read: the list above or the live stream carries them, and a
+ * queue drained meanwhile does not make the read run on into them.
  */
 export function snapshotOf(queues: Iterable<Queue>, storing: Iterable<Message>, store: Store | null): Snapshot {
   const inMemory = new Set<Message>();
@@ -27,7 +27,7 @@ export function snapshotOf(queues: Iterable<Queue>, storing: Iterable<Message>, 
       name: q.name,
       from: q.backlog.from,
       count: q.backlog.count,
-      upTo: store.lastPosition(q.name),
+      upTo: q.backlog.last,
     }))
     : [];
   function* entries(): Generator<SnapshotEntry> {

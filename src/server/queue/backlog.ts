@@ -35,6 +35,11 @@ export class Backlog {
   recovered = 0;
   /** Store position where the next read of paged messages starts. */
   from = 0;
+  /**
+   * Store position of the newest paged message: the paged ones are the rows of the queue from
+   * `from` to here (a snapshot lists those; newer rows come through the live stream).
+   */
+  last = 0;
   /** Bytes the queue's messages in memory cost (bodies plus overhead). */
   resident = 0;
   /** A refill is scheduled for the next event-loop turn. */

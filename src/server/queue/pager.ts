@@ -49,6 +49,7 @@ export class Pager {
     const position = this.store.positionOf(message.record ?? message);
     if (position === undefined) return false; // not stored (the store refused it): memory is all it has
     if (backlog.count === 0) backlog.from = position;
+    backlog.last = position;
     backlog.count++;
     queue.counters.received++;
     // Paged messages count towards maxItemsInQueue: the oldest waiting copies may have to go.
@@ -96,6 +97,7 @@ export class Pager {
       backlog.count = usage.messages;
       backlog.recovered = usage.messages;
       backlog.from = 0;
+      backlog.last = this.store.lastPosition(name);
       queue.counters.received += usage.messages;
       total += usage.messages;
       this.refill(queue, REFILL_ROWS);
