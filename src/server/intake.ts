@@ -108,7 +108,7 @@ export class Intake {
     // Nothing logged yet: what this master holds came with its catch-up, which its in-sync slaves hold.
     const replicated = index === 0 ? undefined : replication.waitFor(index, channelName);
     if (held === true) return replicated;
-    return replicated === undefined ? held : held.then(() => replicated);
+    return replicated === undefined ? held : this.storedAndReplicated(held, replicated);
   }
 
   /**

@@ -42,6 +42,9 @@ it("replication: a slave started after 25,000 confirmed sends (more than a clien
   const { mq: consumer } = await client([master!.host]);
   await sendAll(publisher, "catchup/v1/y", 0, 100);
   await waitFor(() => slave!.live("catchup/v1") === 25_100, 5_000, "live sends replicated");
+  // Every entry received is counted once stored: nothing left pending, none counted twice.
+  await waitFor(() => slave!.broker.cluster.status().upstream?.pending === 0, 5_000, "entries counted as stored");
+  expect(renderMetrics(slave!.server!)).toContain("kitten_mq_cluster_upstream_pending_entries 0");
   const got: Received[] = [];
   await consumer.consume("catchup/v1/y", recorder(got), { prefetch: 100 }).ready;
   await waitFor(() => got.length === 100, 5_000);

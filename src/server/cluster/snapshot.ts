@@ -33,15 +33,15 @@ export function snapshotOf(queues: Iterable<Queue>, storing: Iterable<Message>, 
   function* entries(): Generator<SnapshotEntry> {
     yield* messages;
     if (!canPage(store)) return;
-    for (const queue of paged) {
+    queues: for (const queue of paged) {
       let from = queue.from;
-      while (from <= queue.upTo) {
+      for (;;) {
         const rows = store.readQueue(queue.name, from, SNAPSHOT_PAGE);
-        const within = rows.length > 0 && rows.at(-1)!.position! > queue.upTo
-          ? rows.filter((row) => row.position! <= queue.upTo)
-          : rows;
-        yield* within;
-        if (within.length < SNAPSHOT_PAGE) break;
+        for (const row of rows) {
+          if (row.position! > queue.upTo) continue queues; // paged after the snapshot was taken
+          yield row;
+        }
+        if (rows.length < SNAPSHOT_PAGE) break;
         from = rows.at(-1)!.position! + 1;
       }
     }

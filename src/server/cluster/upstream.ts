@@ -116,8 +116,6 @@ export class Upstream {
   #commits: Promise<unknown> = Promise.resolve();
   #pendingCommits = 0;
   #pendingEntries = 0;
-  /** For each commit a chunk of the stream waits on, how many of its entries it holds. */
-  #sharing: number[] = [];
   #since = Date.now();
   #catchUp: "position" | "snapshot" | null = null;
   #confirmed = -1;
@@ -268,8 +266,7 @@ export class Upstream {
       this.#schedule();
     });
     socket.on("data", (chunk: Uint8Array) => {
-      const commits: Promise<unknown>[] = [];
-      this.#sharing = [];
+      const commits = new ChunkCommits((entries) => (this.#pendingEntries -= entries));
       let last = -1;
       try {
         decoder.each(chunk, (data, start, end) => {
@@ -362,7 +359,7 @@ export class Upstream {
   }
 
   /** Applies one stream frame (its CBOR is `data[start, end)`); returns its seq (-1 for frames without one). */
-  #apply(op: number, value: unknown[], commits: Promise<unknown>[], data: Uint8Array, start: number, end: number): number {
+  #apply(op: number, value: unknown[], commits: ChunkCommits, data: Uint8Array, start: number, end: number): number {
     switch (op) {
       case OP.APPEND:
         return this.#append(checkAppend(value), data, start, end, commits);
@@ -415,21 +412,12 @@ export class Upstream {
   }
 
   /** Stores one APPEND (its frame is `data[start, end)`); returns its seq (-1 for a snapshot entry). */
-  #append(append: AppendOp, data: Uint8Array, start: number, end: number, commits: Promise<unknown>[]): number {
+  #append(append: AppendOp, data: Uint8Array, start: number, end: number, commits: ChunkCommits): number {
     if (!this.#synced) this.#snapshotReceived++;
     const stored = this.target.append(append, this.#synced ? 0 : this.#generation);
     if (stored instanceof Promise) {
       this.#pendingEntries++;
-      // The entries of one commit share its promise: waited on once, however many it holds.
-      const last = commits.length - 1;
-      if (last >= 0 && commits[last] === stored) this.#sharing[last]!++;
-      else {
-        const at = commits.push(stored) - 1;
-        const sharing = this.#sharing;
-        sharing[at] = 1;
-        const done = () => (this.#pendingEntries -= sharing[at]!);
-        stored.then(done, done);
-      }
+      commits.add(stored);
     }
     // Snapshot entries all carry the snapshot's index: it is acknowledged once, after SYNCED.
     if (!this.#synced) return -1;
@@ -438,7 +426,7 @@ export class Upstream {
   }
 
   /** Acknowledges `seq` once everything received up to it is stored (commits finish in order). */
-  #acknowledge(seq: number, commits: Promise<unknown>[], write: (op: unknown[]) => void, fail: (message: string) => void): void {
+  #acknowledge(seq: number, commits: ChunkCommits, write: (op: unknown[]) => void, fail: (message: string) => void): void {
     if (seq <= this.#received) return;
     this.#received = seq;
     const generation = this.#generation;
@@ -449,9 +437,9 @@ export class Upstream {
       this.target.stored(seq);
       write([OP.REPL_ACK, seq]);
     };
-    if (commits.length === 0 && this.#pendingCommits === 0) return send();
+    if (commits.promises.length === 0 && this.#pendingCommits === 0) return send();
     this.#pendingCommits++;
-    this.#commits = Promise.all([this.#commits, ...commits]).then(
+    this.#commits = Promise.all([this.#commits, ...commits.promises]).then(
       () => {
         this.#pendingCommits--;
         send();
@@ -461,5 +449,28 @@ export class Upstream {
         fail(`cannot store a replicated message: ${(error as Error).message}`);
       },
     );
+  }
+}
+
+/**
+ * The commits one chunk of the stream waits on, each once: the entries of one commit share its
+ * promise. `settled` is told, once per commit, how many of the chunk's entries it held.
+ */
+class ChunkCommits {
+  readonly promises: Promise<unknown>[] = [];
+  /** The entries of the newest commit so far (read once it settles, when the chunk is done). */
+  #newest = { entries: 0 };
+
+  constructor(readonly settled: (entries: number) => void) {}
+
+  add(stored: Promise<unknown>): void {
+    if (this.promises.at(-1) === stored) {
+      this.#newest.entries++;
+      return;
+    }
+    this.promises.push(stored);
+    const counted = (this.#newest = { entries: 1 });
+    const done = () => this.settled(counted.entries);
+    stored.then(done, done);
   }
 }

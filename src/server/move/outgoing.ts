@@ -192,23 +192,33 @@ export class OutgoingMove {
 
   /** Queues a message for the target; returns its frame's size. */
   #push(entry: SnapshotEntry): number {
-    const frames = this.#frames;
-    const before = frames.byteLength;
+    const before = this.#frames.byteLength;
     const seq = ++this.#seq;
     // Written by hand (hot_ops.ts) into the batch, as a master writes APPEND: no intermediate buffer, no copy.
-    if (writesByHand(seq, entry)) writeAppend(frames, seq, entry, OP.MOVE_APPEND);
-    else frames.push(encode([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]));
-    const size = frames.byteLength - before;
-    this.#queued(size);
+    if (writesByHand(seq, entry)) writeAppend(this.#frames, seq, entry, OP.MOVE_APPEND);
+    else this.#frames.push(encode([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]));
+    const size = this.#queued(before);
     this.#copied++;
     this.#schedule();
     return size;
   }
 
-  /** Counts the frame of entry `#seq`, remembering where the stream stands after it. */
-  #queued(size: number): void {
+  /**
+   * Counts the frame of entry `#seq`, written from offset `before` of the batch, remembering where
+   * the stream stands after it; returns its size.
+   */
+  #queued(before: number): number {
+    const size = this.#frames.byteLength - before;
     this.#queuedBytes += size;
     this.#offsets[this.#seq % OFFSETS] = this.#queuedBytes;
+    return size;
+  }
+
+  /** Queues a frame of the generic encoder as the next entry (`op` carries `#seq`). */
+  #queueEncoded(op: unknown[]): void {
+    const before = this.#frames.byteLength;
+    this.#frames.push(encode(op));
+    this.#queued(before);
   }
 
   /** Bytes streamed and not acknowledged yet (Infinity when more entries wait than offsets are kept). */
@@ -242,9 +252,7 @@ export class OutgoingMove {
     this.#flushing = false;
     const frames = this.#frames;
     if (this.#removed.length > 0) {
-      const before = frames.byteLength;
-      frames.push(encode([OP.MOVE_REMOVE, ++this.#seq, this.#removed]));
-      this.#queued(frames.byteLength - before);
+      this.#queueEncoded([OP.MOVE_REMOVE, ++this.#seq, this.#removed]);
       this.#removed = [];
     }
     if (frames.byteLength === 0) return;
@@ -309,9 +317,7 @@ export class OutgoingMove {
     }
     for (const [message, at] of latest) {
       const { id, queue, destination, body, created, deliveries, deadLetter } = message;
-      const before = this.#frames.byteLength;
-      this.#frames.push(encode([OP.MOVE_APPEND, ++this.#seq, id, queue, destination, body, created, deliveries, deadLetter, Math.ceil(at - now)]));
-      this.#queued(this.#frames.byteLength - before);
+      this.#queueEncoded([OP.MOVE_APPEND, ++this.#seq, id, queue, destination, body, created, deliveries, deadLetter, Math.ceil(at - now)]);
     }
   }
 

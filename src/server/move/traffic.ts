@@ -50,11 +50,6 @@ export class TrafficMeter {
     return (this.#rates[(this.#windows - 1) % HISTORY]! + this.#rates[(this.#windows - 2) % HISTORY]!) / 2;
   }
 
-  /** Windows closed so far: a new one means a new `current`. */
-  get windows(): number {
-    return this.#windows;
-  }
-
   /** The mean rate of the last HISTORY windows (2 s): the traffic before something begins. */
   mean(): number {
     const windows = Math.min(this.#windows, HISTORY);
