@@ -47,7 +47,23 @@ export interface WorkerIo {
   partial: (() => unknown) | null;
 }
 
-export type BenchClient = ReturnType<typeof client>;
+/**
+ * What the workers use of a client: the Kitten-MQ client is one; scripts/bench/jetstream_client.ts
+ * puts NATS JetStream behind the same calls, so a peer is measured by the same worker code.
+ */
+export interface BenchClient {
+  send(channel: string, body: unknown): Promise<unknown>;
+  consume(
+    channel: string,
+    handler: (error: { code: string; message: string } | null, message: unknown, ack: () => void) => void,
+    options: { prefetch: number },
+  ): { ready: Promise<unknown> };
+  listen(channel: string, handler: (error: { code: string; message: string } | null, message: unknown) => void): { ready: Promise<unknown> };
+  disconnect(): Promise<unknown>;
+}
+
+/** Opens a worker's client: `connect` below for Kitten-MQ. */
+export type Connector = (options: WorkerOptions, io: WorkerIo) => Promise<BenchClient>;
 
 /** The channels a worker uses: `channels`, or the one `channel`. */
 export function channelsOf(options: WorkerOptions): string[] {
@@ -66,6 +82,10 @@ export function codedError(code: string, message: string): Error & { code: strin
 }
 
 export async function connect(options: WorkerOptions, io: WorkerIo): Promise<BenchClient> {
+  return await connectKitten(options, io);
+}
+
+async function connectKitten(options: WorkerOptions, io: WorkerIo): Promise<ReturnType<typeof client>> {
   const hosts = options.hosts ?? (options.host ? [options.host] : null);
   if (!hosts) throw new TypeError(`bench worker options need "host" or "hosts"`);
   const mq = client();

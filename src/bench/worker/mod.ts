@@ -16,11 +16,12 @@
  * `performance.timeOrigin + performance.now()`: wall-clock based (shared by every process on the
  * machine) with sub-millisecond precision. `process.hrtime()` is per-process in Bun.
  */
-import type { LineKind, WorkerIo, WorkerOptions } from "./connect.ts";
+import { type Connector, connect, type LineKind, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import { publish, publishAtRate } from "./publisher.ts";
 import { receive } from "./receiver.ts";
 
-export type { WorkerOptions } from "./connect.ts";
+export type { BenchClient, Connector, WorkerIo, WorkerOptions } from "./connect.ts";
+export { codedError } from "./connect.ts";
 export { type Latency, now, percentiles, round } from "./stats.ts";
 export { type Payload, payload } from "./payload.ts";
 
@@ -43,24 +44,25 @@ export function processIo(): WorkerProcess {
   };
 }
 
-function runRole(role: Role, options: WorkerOptions, io: WorkerIo): Promise<void> {
+function runRole(role: Role, options: WorkerOptions, io: WorkerIo, open: Connector): Promise<void> {
   switch (role) {
     case "publisher":
-      return publish(options, io);
+      return publish(options, io, open);
     case "rate":
-      return publishAtRate(options, io);
+      return publishAtRate(options, io, open);
     case "consumer":
-      return receive("consume", options, io);
+      return receive("consume", options, io, open);
     case "listener":
-      return receive("listen", options, io);
+      return receive("listen", options, io, open);
   }
 }
 
 /**
  * A worker's whole life, from its arguments (`<role> '<json options>'`) to its exit code: 0 done,
  * 1 failed (after an `error` line), 2 stopped by the parent (after a `partial` line, if any).
+ * `open`: the client it measures (Kitten-MQ's; the peer comparison passes another).
  */
-export async function workerMain(args: string[], io: WorkerProcess): Promise<number> {
+export async function workerMain(args: string[], io: WorkerProcess, open: Connector = connect): Promise<number> {
   const [role, json] = args;
   let options: WorkerOptions;
   try {
@@ -75,7 +77,7 @@ export async function workerMain(args: string[], io: WorkerProcess): Promise<num
     warn: (line) => io.stderr(`bench worker ${options.clientId}: ${line}\n`),
     partial: null,
   };
-  const ran = runRole(role as Role, options, lines).then(
+  const ran = runRole(role as Role, options, lines, open).then(
     () => 0,
     (error: Error & { code?: unknown }) => {
       const code = typeof error?.code === "string" ? error.code : "INTERNAL";

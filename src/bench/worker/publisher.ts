@@ -6,7 +6,7 @@
  * Each reports when it sent (first, first after the warm-up, last), what was confirmed, and its CPU.
  * With several channels, message `seq` goes to `channels[seq % n]`.
  */
-import { type BenchClient, channelsOf, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
+import { type BenchClient, channelsOf, connect, type Connector, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import { paddedPayload, payload, type Payload } from "./payload.ts";
 import { cpu, Latencies, now, round } from "./stats.ts";
 
@@ -56,13 +56,13 @@ function bodies(options: WorkerOptions): (seq: number) => Payload {
 }
 
 /** Sends `count` messages as fast as confirms allow, `window` unconfirmed at most. */
-export async function publish(options: WorkerOptions, io: WorkerIo): Promise<void> {
+export async function publish(options: WorkerOptions, io: WorkerIo, open: Connector = connect): Promise<void> {
   const count = options.count;
   const window = options.window ?? 2000;
   const warmup = options.warmup ?? 0;
   const body = bodies(options);
   const channels = channelsOf(options);
-  const mq = await connect(options, io);
+  const mq = await open(options, io);
   io.emit("ready", { cpu: cpu() });
   let sent = 0;
   let lastSendAt = 0;
@@ -98,13 +98,13 @@ export async function publish(options: WorkerOptions, io: WorkerIo): Promise<voi
  * so a late tick catches up with a slightly bigger batch instead of drifting. Confirms are not
  * awaited before the next send (at 5k/s the window never fills).
  */
-export async function publishAtRate(options: WorkerOptions, io: WorkerIo): Promise<void> {
+export async function publishAtRate(options: WorkerOptions, io: WorkerIo, open: Connector = connect): Promise<void> {
   const rate = options.rate ?? 5000;
   const total = Math.round(rate * ((options.warmupSeconds ?? 0) + (options.seconds ?? 5)));
   const warmup = Math.round(rate * (options.warmupSeconds ?? 0));
   const body = bodies(options);
   const channels = channelsOf(options);
-  const mq = await connect(options, io);
+  const mq = await open(options, io);
   io.emit("ready", { cpu: cpu() });
   let sent = 0;
   let warmAt = 0;

@@ -4,11 +4,11 @@
  * unique messages by `seq` until it has `count`, and takes every one's publish → deliver latency
  * on the shared clock.
  */
-import { channelsOf, connect, type WorkerIo, type WorkerOptions } from "./connect.ts";
+import { channelsOf, connect, type Connector, type WorkerIo, type WorkerOptions } from "./connect.ts";
 import type { Payload } from "./payload.ts";
 import { cpu, now, percentiles } from "./stats.ts";
 
-export async function receive(kind: "consume" | "listen", options: WorkerOptions, io: WorkerIo): Promise<void> {
+export async function receive(kind: "consume" | "listen", options: WorkerOptions, io: WorkerIo, open: Connector = connect): Promise<void> {
   const count = options.count;
   const skip = options.skip ?? 0;
   const seen = new Uint8Array(count);
@@ -72,7 +72,7 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
   };
 
   const channels = channelsOf(options);
-  const mq = await connect(options, io);
+  const mq = await open(options, io);
   const subscriptions = channels.map((channel) =>
     kind === "consume"
       ? mq.consume(channel, (error, message, ack) => {
