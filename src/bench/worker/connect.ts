@@ -48,8 +48,9 @@ export interface WorkerIo {
 }
 
 /**
- * What the workers use of a client: the Kitten-MQ client is one; scripts/bench/jetstream_client.ts
- * puts NATS JetStream behind the same calls, so a peer is measured by the same worker code.
+ * What the workers use of a client: the Kitten-MQ client is one; the peer comparison puts NATS
+ * JetStream and Redis Streams behind the same calls (scripts/bench/jetstream_client.ts,
+ * redis_client.ts), so a peer is measured by the same worker code.
  */
 export interface BenchClient {
   send(channel: string, body: unknown): Promise<unknown>;
@@ -82,10 +83,6 @@ export function codedError(code: string, message: string): Error & { code: strin
 }
 
 export async function connect(options: WorkerOptions, io: WorkerIo): Promise<BenchClient> {
-  return await connectKitten(options, io);
-}
-
-async function connectKitten(options: WorkerOptions, io: WorkerIo): Promise<ReturnType<typeof client>> {
   const hosts = options.hosts ?? (options.host ? [options.host] : null);
   if (!hosts) throw new TypeError(`bench worker options need "host" or "hosts"`);
   const mq = client();
