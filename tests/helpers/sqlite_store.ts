@@ -2,6 +2,7 @@
  * Shared setup of the SqliteStore tests (tests/server/store/sqlite_store*_test.ts): temp folders
  * removed after the file, a store in one, and what a crash would leave on disk.
  */
+import { Database } from "bun:sqlite";
 import { afterAll, expect } from "bun:test";
 import { copyFileSync, existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -69,4 +70,14 @@ export async function storeRejection(promise: unknown): Promise<KittenError> {
     return error as KittenError;
   }
   throw new Error("expected a rejection");
+}
+
+/** The indexes of the messages table in the store of `directory` (read-only, by name). */
+export function messageIndexes(directory: string): string[] {
+  const db = new Database(join(directory, STORE_FILE), { readonly: true });
+  try {
+    return db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' ORDER BY name").all().map((row) => row.name);
+  } finally {
+    db.close();
+  }
 }

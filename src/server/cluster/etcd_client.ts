@@ -56,6 +56,8 @@ export class EndpointRenewals {
       const answer = await new Promise<{ TTL: string }>((resolve, reject) => {
         stream.on("data", resolve);
         stream.on("error", reject);
+        // A stream closed without an answer must fail this try, or the keeper would wait on it forever.
+        stream.on("end", () => reject(new Error(`etcd ${this.#endpoints[index]} closed the renewal without an answer`)));
         stream.write({ ID: id });
       });
       return Number(answer.TTL);

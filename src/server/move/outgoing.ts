@@ -192,12 +192,16 @@ export class OutgoingMove {
 
   /** Queues a message for the target; returns its frame's size. */
   #push(entry: SnapshotEntry): number {
-    const before = this.#frames.byteLength;
     const seq = ++this.#seq;
-    // Written by hand (hot_ops.ts) into the batch, as a master writes APPEND: no intermediate buffer, no copy.
-    if (writesByHand(seq, entry)) writeAppend(this.#frames, seq, entry, OP.MOVE_APPEND);
-    else this.#frames.push(encode([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]));
-    const size = this.#queued(before);
+    let size: number;
+    if (writesByHand(seq, entry)) {
+      // Written by hand (hot_ops.ts) into the batch, as a master writes APPEND: no intermediate buffer, no copy.
+      const before = this.#frames.byteLength;
+      writeAppend(this.#frames, seq, entry, OP.MOVE_APPEND);
+      size = this.#queued(before);
+    } else {
+      size = this.#queueEncoded([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]);
+    }
     this.#copied++;
     this.#schedule();
     return size;
@@ -214,11 +218,11 @@ export class OutgoingMove {
     return size;
   }
 
-  /** Queues a frame of the generic encoder as the next entry (`op` carries `#seq`). */
-  #queueEncoded(op: unknown[]): void {
+  /** Queues a frame of the generic encoder as the next entry (`op` carries `#seq`); returns its size. */
+  #queueEncoded(op: unknown[]): number {
     const before = this.#frames.byteLength;
     this.#frames.push(encode(op));
-    this.#queued(before);
+    return this.#queued(before);
   }
 
   /** Bytes streamed and not acknowledged yet (Infinity when more entries wait than offsets are kept). */

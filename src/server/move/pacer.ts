@@ -74,8 +74,8 @@ export class MovePacer {
   #rebase(ratios: readonly (number | null)[], scaled: readonly (number | null)[]): void {
     this.#lowSince = null;
     ratios.forEach((ratio, side) => {
-      const now = scaled[side];
-      if (ratio !== null && now !== null && now !== undefined && now < REBASE_BELOW) this.#references[side] = ratio;
+      const now = scaled[side]!;
+      if (ratio !== null && now !== null && now < REBASE_BELOW) this.#references[side] = ratio;
     });
   }
 }

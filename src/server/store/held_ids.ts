@@ -2,8 +2,8 @@
  * Whether the store holds a message, asked by id: a slave's check for messages its master
  * streams or removes that it holds on disk only (paged). Only brokers in a cluster ask, so the
  * index by id is kept by them alone (each message costs 0.3–1.5 µs more to store and delete with
- * it, more the more rows are held); a store opened without it builds it when first asked. A row whose delete is pending counts
- * as gone.
+ * it, more the more rows are held); a store opened without it builds it when first asked. A row
+ * whose delete is pending counts as gone.
  */
 import type { Database, Statement } from "bun:sqlite";
 import type { Logger } from "../log.ts";
@@ -12,13 +12,14 @@ import { SQL } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 
 /** After a failed build of the index (a full disk), how long before it is tried again. */
-const RETRY_BUILD_MS = 10_000;
+export const RETRY_BUILD_MS = 10_000;
 
 export class HeldIds {
   readonly #db: Database;
   readonly #log: Logger;
   readonly #directory: string;
   readonly #holds: Statement<unknown, [id: string]>;
+  readonly #now: () => number;
   #indexed: boolean;
   #failedAt = -Infinity;
   /**
@@ -27,8 +28,9 @@ export class HeldIds {
    */
   #removing: Map<string, number> | null = null;
 
-  constructor(db: Database, indexed: boolean, log: Logger, directory: string) {
+  constructor(db: Database, indexed: boolean, log: Logger, directory: string, now: () => number = () => performance.now()) {
     this.#db = db;
+    this.#now = now;
     this.#indexed = indexed;
     this.#log = log;
     this.#directory = directory;
@@ -77,7 +79,7 @@ export class HeldIds {
 
   /** One statement whose time grows with the rows held: once, when a lone broker joined a cluster. */
   #buildIndex(): boolean {
-    const started = performance.now();
+    const started = this.#now();
     if (started - this.#failedAt < RETRY_BUILD_MS) return false;
     try {
       this.#db.run(SQL.indexById);
@@ -87,7 +89,7 @@ export class HeldIds {
       return false;
     }
     this.#indexed = true;
-    this.#log.info("store", `directory=${this.#directory};elapsedMs=${(performance.now() - started).toFixed(0)};built the index of messages by id`);
+    this.#log.info("store", `directory=${this.#directory};elapsedMs=${(this.#now() - started).toFixed(0)};built the index of messages by id`);
     return true;
   }
 }

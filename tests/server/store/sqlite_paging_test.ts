@@ -11,6 +11,7 @@ import { memoryLogger } from "../../../src/server/log.ts";
 import { migrate, ROW_OVERHEAD_BYTES, rowBytes, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
 import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
 import { waitFor } from "../../helpers/broker.ts";
+import { messageIndexes } from "../../helpers/sqlite_store.ts";
 import { TempDirs } from "../../helpers/temp_dir.ts";
 import { storedMessage } from "./store_conformance.ts";
 
@@ -196,22 +197,13 @@ it("SqliteStore.holds() answers by id for committed rows, and not for a row whos
   reopened.close();
 });
 
-function indexesOf(directory: string): string[] {
-  const db = new Database(join(directory, STORE_FILE), { readonly: true });
-  try {
-    return db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages' ORDER BY name").all().map((row) => row.name);
-  } finally {
-    db.close();
-  }
-}
-
 it("the index by id is kept only by a store opened with indexById, and dropped by one opened without", () => {
   const directory = temps.make();
   new SqliteStore({ directory, logger: memoryLogger(), indexById: true }).close();
-  expect(indexesOf(directory)).toContain("messages_by_id");
+  expect(messageIndexes(directory)).toContain("messages_by_id");
   new SqliteStore({ directory, logger: memoryLogger(), indexById: false }).close();
-  expect(indexesOf(directory)).not.toContain("messages_by_id");
-  expect(indexesOf(directory)).toContain("messages_by_queue");
+  expect(messageIndexes(directory)).not.toContain("messages_by_id");
+  expect(messageIndexes(directory)).toContain("messages_by_queue");
 });
 
 it("a store opened without the index by id builds it when first asked, and answers as one that had it", async () => {
@@ -225,5 +217,5 @@ it("a store opened without the index by id builds it when first asked, and answe
   expect(store.holds("never-stored")).toBe(false);
   expect(logger.lines.filter((line) => line.includes("built the index of messages by id")).length).toBe(1);
   store.close();
-  expect(indexesOf(store.directory)).toContain("messages_by_id");
+  expect(messageIndexes(store.directory)).toContain("messages_by_id");
 });
