@@ -22,7 +22,8 @@
  * Options: --cycles N (10), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
  * 300..1200), --window N (sends awaiting confirmation, 200), --rate N (sends per second; default
  * 5,000 when messages pile up (--consume-at-end, --kill-publisher), unlimited otherwise),
- * --min-isr N (2), --backlog N (messages of 100 bytes sent first to a queue nobody consumes), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
+ * --min-isr N (2), --backlog N (messages of 100 bytes sent first to a queue nobody consumes until
+ * the end, when every one must be delivered: counted in the last line's confirmed and lost), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
  * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
  * (no consumer during the cycles: every message stays unacked, so each new master must hold
  * everything confirmed so far, including what was confirmed while it was down).
@@ -113,6 +114,9 @@ const clientOptions = (clientId: string) => harnessClientOptions(nodes.map((node
 
 const confirmed = new Set<number>();
 const received = new Map<number, number>();
+/** The backlog's messages delivered at the end (`n` → times): every one must be there. */
+const backlogReceived = new Map<number, number>();
+const BACKLOG_CHANNEL = "failover-backlog/v1";
 const rejections = new Map<string, number>();
 /** Milliseconds from each kill to the first send confirmed afterwards. */
 const failoverTimes: number[] = [];
@@ -288,7 +292,7 @@ async function fillBacklog(): Promise<void> {
   const body = { p: "x".repeat(88) };
   for (let sent = 0; sent < BACKLOG;) {
     const batch = Math.min(WINDOW * 2, BACKLOG - sent);
-    await Promise.all(Array.from({ length: batch }, (_, i) => publisher.send("failover-backlog/v1/x", { n: sent + i, ...body })));
+    await Promise.all(Array.from({ length: batch }, (_, i) => publisher.send(`${BACKLOG_CHANNEL}/x`, { n: sent + i, ...body })));
     sent += batch;
   }
   console.log(`backlog: ${BACKLOG} messages confirmed in ${((performance.now() - started) / 1000).toFixed(1)} s (nobody consumes them)`);
@@ -318,10 +322,13 @@ async function main(): Promise<number> {
   await consumer.connect(clientOptions("failover-consumer"));
   if (!AT_END) await consume();
   let loop: Promise<void> = Promise.resolve();
-  if (childPublisher) await childPublisher.start();
-  else {
-    await publisher.connect(clientOptions("failover-publisher"));
-    if (BACKLOG > 0) await fillBacklog();
+  await publisher.connect(clientOptions("failover-publisher"));
+  // The backlog goes first, also when a child process publishes during the cycles.
+  if (BACKLOG > 0) await fillBacklog();
+  if (childPublisher) {
+    await publisher.disconnect();
+    await childPublisher.start();
+  } else {
     loop = publishLoop();
   }
 
@@ -342,6 +349,18 @@ async function main(): Promise<number> {
     (error) => console.log(`warning: ${(error as Error).message}`),
   );
   const { lost, duplicates, unconfirmedDelivered } = await tally(expected, received, 500);
+  // Every backlog message survived every failover: the last master delivers each one.
+  let backlogLost = 0;
+  if (BACKLOG > 0) {
+    await consumer.consume(`${BACKLOG_CHANNEL}/*`, countingInto(backlogReceived, "n"), { prefetch: 1000 }).ready;
+    const all = () => {
+      for (let n = 0; n < BACKLOG; n++) if (!backlogReceived.has(n)) return false;
+      return true;
+    };
+    await waitFor(all, 120_000 + BACKLOG / 10, "the backlog delivered").catch((error) => console.log(`warning: ${(error as Error).message}`));
+    for (let n = 0; n < BACKLOG; n++) if (!backlogReceived.has(n)) backlogLost++;
+    console.log(`backlog: ${BACKLOG} confirmed, ${backlogLost} lost`);
+  }
 
   const clusterLines = nodes.flatMap((node) =>
     node.output().split("\n").filter((line) => /fenced|two masters|promoted|demoted|elected|stepped down|in sync/i.test(line))
@@ -363,8 +382,8 @@ async function main(): Promise<number> {
   }
   if (lost.length > 0) console.log(`lost (first ${Math.min(20, lost.length)}): ${lost.slice(0, 20).join(", ")}`);
   if (restarts > 0) console.log(`of the ${failovers} kills, ${restarts} found no slave in sync: the master was restarted`);
-  console.log(`failovers: ${failovers}, confirmed: ${expected.size}, lost: ${lost.length}, duplicates: ${duplicates}`);
-  return lost.length > 0 ? 1 : 0;
+  console.log(`failovers: ${failovers}, confirmed: ${expected.size + BACKLOG}, lost: ${lost.length + backlogLost}, duplicates: ${duplicates}`);
+  return lost.length + backlogLost > 0 ? 1 : 0;
 }
 
 async function cleanup(): Promise<void> {
