@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { connect as natsConnect, RetentionPolicy, StorageType } from "nats";
 import type { BenchBroker } from "../../src/bench/broker.ts";
 import { freePort } from "../../tests/helpers/ports.ts";
-import { Child, tempDirs } from "./processes.ts";
+import { Child, retryOnPortTaken, tempDirs } from "./processes.ts";
 import { STREAM, STREAM_SUBJECTS } from "./jetstream_client.ts";
 
 const READY_WITHIN_MS = 30_000;
@@ -35,7 +35,11 @@ export function startJetStream(count: number, replicas: number): Promise<BenchBr
 }
 
 /** The same, with `extra` arguments for every server (a test gives a bad one). */
-export async function startJetStreamWith(count: number, replicas: number, extra: string[]): Promise<BenchBroker[]> {
+export function startJetStreamWith(count: number, replicas: number, extra: string[]): Promise<BenchBroker[]> {
+  return retryOnPortTaken(() => startOnce(count, replicas, extra));
+}
+
+async function startOnce(count: number, replicas: number, extra: string[]): Promise<BenchBroker[]> {
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const routes = await Promise.all(Array.from({ length: count }, () => freePort()));
   const servers: BenchBroker[] = [];

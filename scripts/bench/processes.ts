@@ -31,3 +31,18 @@ export async function cleanup(): Promise<void> {
   for (const proc of live) proc.kill("SIGKILL");
   for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
 }
+
+/**
+ * A free port is found by binding port 0 and closing it, so another process may take it before
+ * the server binds it: the server then exits with "address already in use", and a start with new
+ * ports goes again (nats-server's routes need each port before the servers start).
+ */
+export async function retryOnPortTaken<T>(start: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (error) {
+      if (attempt >= attempts || !/address already in use/i.test((error as Error).message)) throw error;
+    }
+  }
+}

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import Redis from "ioredis";
 import type { BenchBroker } from "../../src/bench/broker.ts";
 import { freePort } from "../../tests/helpers/ports.ts";
-import { Child, tempDirs } from "./processes.ts";
+import { Child, retryOnPortTaken, tempDirs } from "./processes.ts";
 
 const READY_WITHIN_MS = 15_000;
 
@@ -26,7 +26,11 @@ export async function redisServerVersion(): Promise<string> {
   return /v=(\d+\.\d+\.\d+)/.exec(text)?.[1] ?? text.trim();
 }
 
-export async function startRedis(extra: string[] = []): Promise<BenchBroker> {
+export function startRedis(extra: string[] = []): Promise<BenchBroker> {
+  return retryOnPortTaken(() => startOnce(extra));
+}
+
+async function startOnce(extra: string[]): Promise<BenchBroker> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), "kitten-mq-peer-redis-"));
   tempDirs.add(dir);
@@ -60,7 +64,7 @@ async function waitForPong(server: BenchBroker): Promise<void> {
   while (performance.now() < deadline) {
     if (server.child.proc.exitCode !== null) {
       await server.child.exited;
-      throw new Error(`redis-server exited: ${server.child.stderr.trim().slice(-300) || server.child.lines.slice(-3).join(" | ")}`);
+      throw new Error(`redis-server exited: ${server.child.stderr.trim().slice(-300) || server.child.lines.slice(-5).join(" | ")}`);
     }
     const redis = new Redis({ host: "127.0.0.1", port: server.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     redis.on("error", () => {}); // the attempt's failure is read below

@@ -14,7 +14,7 @@ import { subjectOf } from "../../scripts/bench/jetstream_client.ts";
 import { hasNatsServer, hostsOf, startJetStream, startJetStreamWith, stopJetStream } from "../../scripts/bench/jetstream_servers.ts";
 import { streamKey } from "../../scripts/bench/redis_client.ts";
 import { hasRedisServer, startRedis, stopRedis } from "../../scripts/bench/redis_server.ts";
-import { Child, live, ROOT, tempDirs } from "../../scripts/bench/processes.ts";
+import { Child, live, retryOnPortTaken, ROOT, tempDirs } from "../../scripts/bench/processes.ts";
 
 let stop: (() => Promise<void>) | null = null;
 afterEach(async () => {
@@ -57,6 +57,21 @@ function expectGone(dirs: string[]): void {
   }
   expect(live.size).toBe(0);
 }
+
+describe("a server's start", () => {
+  test("goes again with new ports when a port was taken meanwhile, at most three times; any other failure at once", async () => {
+    let calls = 0;
+    const taken = () => new Error("nats-server-1 exited: listen tcp 127.0.0.1:4222: bind: address already in use");
+    expect(await retryOnPortTaken(async () => (++calls < 3 ? Promise.reject(taken()) : "up"))).toBe("up");
+    expect(calls).toBe(3);
+    calls = 0;
+    await expect(retryOnPortTaken(async () => (++calls, Promise.reject(taken())))).rejects.toThrow("address already in use");
+    expect(calls).toBe(3);
+    calls = 0;
+    await expect(retryOnPortTaken(async () => (++calls, Promise.reject(new Error("bad option"))))).rejects.toThrow("bad option");
+    expect(calls).toBe(1);
+  });
+});
 
 describe("NATS JetStream", () => {
   test("nats-server is installed", () => {
