@@ -377,6 +377,7 @@ export class Broker {
         onDelivered: (copy) => {
           this.#intake.storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
         },
+        onDelayed: (copy, at) => this.#intake.storeFor(queue!)?.noteDelay(copy.message.record ?? copy.message, at),
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
           this.cluster.mirror.forget(message);

@@ -261,6 +261,7 @@ export class Intake {
     const message = new Message(record.id, record.queue, record.destination, record.body, record.created, this.#seq++);
     message.deliveries = record.deliveries ?? 0;
     message.deadLetter = record.deadLetter ?? null;
+    message.notBefore = record.notBefore ?? 0; // a nack's delay outlives a restart
     this.#recentIds.add(record.id);
     return message;
   }

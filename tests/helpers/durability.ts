@@ -22,10 +22,11 @@ export interface DurabilityFixture {
   /** Subprocess brokers: killed (-9) after each test if still running. */
   children: ChildBroker[];
   /**
-   * A broker in process with the store given (undefined: the one its config asks for), and its
-   * server (`startTestBroker` neither takes a store nor exposes softStop).
+   * A broker in process with the store given (undefined: the one its config asks for) and the
+   * clock given (default Date.now), and its server (`startTestBroker` takes neither, nor exposes
+   * softStop).
    */
-  inProcess(overrides: Record<string, unknown>, store?: Store | null): TestBroker & { server: BrokerServer };
+  inProcess(overrides: Record<string, unknown>, store?: Store | null, now?: () => number): TestBroker & { server: BrokerServer };
 }
 
 /** The fixture of one test file; registers the `afterEach` that stops and removes what it made. */
@@ -38,7 +39,7 @@ export function durabilityFixture(): DurabilityFixture {
     await cleanup.run();
     temps.removeAll(); // after its brokers stopped
   });
-  const inProcess = (overrides: Record<string, unknown>, store?: Store | null) => {
+  const inProcess = (overrides: Record<string, unknown>, store?: Store | null, now?: () => number) => {
     const root = temps.make("kitten-broker-");
     const config = parseConfig({
       isManagementInterface: false,
@@ -47,7 +48,7 @@ export function durabilityFixture(): DurabilityFixture {
       socketServer: { port: 0, host: "127.0.0.1" },
     });
     const logger = memoryLogger();
-    const server = startBroker(config, { logger, store });
+    const server = startBroker(config, { logger, store, now });
     return cleanup.add({
       port: server.port,
       broker: server.broker,

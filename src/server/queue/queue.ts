@@ -11,6 +11,7 @@
  * drive time.
  */
 import { Backlog, residentCost } from "./backlog.ts";
+import { newQueueCounters, type QueueCounters } from "./counters.ts";
 import { Deliveries } from "./deliveries.ts";
 import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
 import { Parking } from "./waiting.ts";
@@ -25,6 +26,8 @@ export interface QueueHooks {
   now(): number;
   /** A copy was handed to a handler (the store keeps the count across restarts). */
   onDelivered?(copy: Copy): void;
+  /** A copy was nacked with a delay, due at `at` (ms; the store keeps it across restarts). */
+  onDelayed?(copy: Copy, at: number): void;
   /** A copy left the queue without being acknowledged (after counting it). */
   onDead(copy: Copy, reason: DeadReason): void;
   /** Every copy of a message is settled: the store may forget it. */
@@ -33,22 +36,8 @@ export interface QueueHooks {
   onStarving?(): void;
 }
 
-/** Counters exposed as statistics (`kitten_mq_queue_*`). */
-export interface QueueCounters {
-  received: number;
-  delivered: number;
-  acked: number;
-  nacked: number;
-  timeout: number;
-  dropped: number;
-  expired: number;
-  dead: number;
-}
-
 export class Queue {
-  readonly counters: QueueCounters = {
-    received: 0, delivered: 0, acked: 0, nacked: 0, timeout: 0, dropped: 0, expired: 0, dead: 0,
-  };
+  readonly counters: QueueCounters = newQueueCounters();
   /** Messages with at least one live copy. */
   live = 0;
 
@@ -295,8 +284,10 @@ export class Queue {
     this.#deliveries.end(copy);
     copy.handler = null;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
-    if (delaySeconds > 0) return this.#deliveries.delay(copy, this.hooks.now() + delaySeconds * 1000);
-    this.#requeue(copy);
+    if (delaySeconds === 0) return this.#requeue(copy);
+    const at = this.hooks.now() + delaySeconds * 1000;
+    this.#deliveries.delay(copy, at);
+    this.hooks.onDelayed?.(copy, at);
   }
 
   /** Redeliveries go to the back of their pool. */

@@ -3,18 +3,23 @@
  * `durability: "memory"` with no store at all (queues hold the messages); this one is for tests:
  * the store conformance suite and brokers whose store must be controlled (slow, failing). A Map keyed by the
  * message objects keeps arrival order for `load()` and hashes by identity, which costs far less
- * per message than a map keyed by id string; its value is the message's record: the highest
- * delivery count noted (`noteDelivery`).
+ * per message than a map keyed by id string; its value is what was noted for the message: the
+ * highest delivery count (`noteDelivery`) and the latest delay (`noteDelay`).
  *
  * The appended objects are never written to (the broker's own `deliveries` field means something
- * else). `load()` returns plain records with `deliveries` and `deadLetter` set; `remove()` and
- * `noteDelivery()` accept them as well as the appended objects.
+ * else). `load()` returns plain records with `deliveries`, `deadLetter` and `notBefore` set; `remove()`,
+ * `noteDelivery()` and `noteDelay()` accept them as well as the appended objects.
  */
 import type { Store, StoredMessage } from "./store.ts";
 
+interface Noted {
+  deliveries: number;
+  notBefore: number;
+}
+
 export class MemoryStore implements Store {
-  /** Appended object → highest delivery count, in arrival order. */
-  readonly #messages = new Map<StoredMessage, number>();
+  /** Appended object → what was noted for it, in arrival order. */
+  readonly #messages = new Map<StoredMessage, Noted>();
   /** Object returned by `load()` → the appended object it stands for. */
   readonly #loaded = new WeakMap<StoredMessage, StoredMessage>();
   readonly #meta = new Map<string, string | number>();
@@ -24,7 +29,7 @@ export class MemoryStore implements Store {
   }
 
   append(message: StoredMessage): void {
-    this.#messages.set(message, message.deliveries ?? 0);
+    this.#messages.set(message, { deliveries: message.deliveries ?? 0, notBefore: message.notBefore ?? 0 });
   }
 
   remove(message: StoredMessage): void {
@@ -32,16 +37,20 @@ export class MemoryStore implements Store {
   }
 
   noteDelivery(message: StoredMessage, deliveries: number): void {
-    const key = this.#loaded.get(message) ?? message;
-    const noted = this.#messages.get(key);
-    if (noted !== undefined && deliveries > noted) this.#messages.set(key, deliveries);
+    const noted = this.#messages.get(this.#loaded.get(message) ?? message);
+    if (noted !== undefined && deliveries > noted.deliveries) noted.deliveries = deliveries;
+  }
+
+  noteDelay(message: StoredMessage, notBefore: number): void {
+    const noted = this.#messages.get(this.#loaded.get(message) ?? message);
+    if (noted !== undefined) noted.notBefore = notBefore;
   }
 
   load(): StoredMessage[] {
     const records: StoredMessage[] = [];
-    for (const [message, deliveries] of this.#messages) {
+    for (const [message, { deliveries, notBefore }] of this.#messages) {
       const { id, queue, destination, body, created } = message;
-      const record: StoredMessage = { id, queue, destination, body, created, deliveries, deadLetter: message.deadLetter ?? null };
+      const record: StoredMessage = { id, queue, destination, body, created, deliveries, deadLetter: message.deadLetter ?? null, notBefore };
       this.#loaded.set(record, message);
       records.push(record);
     }

@@ -11,7 +11,16 @@ import type { QueueUsage, StoredMessage } from "./store.ts";
 import { StoreUsage, UsageDelta } from "./usage.ts";
 
 /** A row as `SQL.selectQueue` returns it (`.values()`): the queue is the one asked for. */
-type PageRow = [seq: number, id: string, destination: string, created: number, body: Uint8Array, deliveries: number, deadLetter: string | null];
+type PageRow = [
+  seq: number,
+  id: string,
+  destination: string,
+  created: number,
+  body: Uint8Array,
+  deliveries: number,
+  deadLetter: string | null,
+  notBefore: number,
+];
 
 export class QueueRows {
   readonly usage: StoreUsage;
@@ -39,9 +48,9 @@ export class QueueRows {
     const rows = this.#selectQueue.values(queue, from, limit) as PageRow[];
     const messages: StoredMessage[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
-      const [seq, id, destination, created, body, deliveries, deadLetter] = rows[i]!;
+      const [seq, id, destination, created, body, deliveries, deadLetter, notBefore] = rows[i]!;
       const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
-      messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, position: seq };
+      messages[i] = { id, queue, destination, created, body, deliveries, deadLetter: dead, notBefore, position: seq };
     }
     return messages;
   }

@@ -2,7 +2,7 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v4 (`STORE_VERSION = 4`), one SQLite database `kitten-mq.db` in WAL mode and
+ * Format v5 (`STORE_VERSION = 5`), one SQLite database `kitten-mq.db` in WAL mode and
  * `auto_vacuum = INCREMENTAL` (v4: the pages rows leave free are handed back to the file system
  * by space.ts), next to `kitten-mq.reserve` (space.ts: room kept for a full disk, or an empty
  * file while that room is in use):
@@ -15,9 +15,13 @@
  *            created INTEGER, body BLOB,
  *            deliveries INTEGER            highest delivery count of its copies (v2; 0 by default,
  *                NOT NULL DEFAULT 0,       raised by an UPDATE in a later commit, never lowered)
- *            dead_letter TEXT)             v2: null, or the JSON of `StoredDeadLetter`
+ *            dead_letter TEXT,             v2: null, or the JSON of `StoredDeadLetter`
  *                                          {"reason","channel","messageId","deliveries"} for a
  *                                          message a dead-letter queue received
+ *            not_before INTEGER            v5: when a delayed requeue (a nack with a delay) of
+ *                NOT NULL DEFAULT 0)       the message is due, ms since epoch; 0 when none was
+ *                                          noted (set by an UPDATE in a later commit, or by the
+ *                                          INSERT of a message that came delayed with a move)
  *   messages_by_queue ON messages(queue, seq)   v3: a queue's messages in arrival order, so a
  *                                          queue paged to disk reads its next rows without
  *                                          scanning the other queues' rows
@@ -26,6 +30,7 @@
  *                                          rows: a restart knows every queue's depth without
  *                                          counting (a count of 20 M rows takes seconds)
  *
+ * Format v4 was v5 without `not_before` (`UPGRADES[4]` adds the column: existing rows get 0).
  * Format v3 was v4 without auto_vacuum (and without the reserve): the same tables and rows.
  * `UPGRADES[3]` only records the version; the switch itself is one VACUUM, which cannot run
  * inside migrate's transaction, so `enableIncrementalVacuum` (database.ts) runs it right after, at
@@ -101,7 +106,8 @@ export const SCHEMA = [
      created INTEGER NOT NULL,
      body BLOB NOT NULL,
      deliveries INTEGER NOT NULL DEFAULT 0,
-     dead_letter TEXT
+     dead_letter TEXT,
+     not_before INTEGER NOT NULL DEFAULT 0
    )`,
   ...USAGE_SCHEMA,
 ];
@@ -109,16 +115,18 @@ export const SCHEMA = [
 /** Statements on the rows of the current version (parameters in `encodeRecord` order). */
 export const SQL = {
   insert:
-    "INSERT INTO messages (seq, id, queue, destination, created, body, deliveries, dead_letter) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO messages (seq, id, queue, destination, created, body, deliveries, dead_letter, not_before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
   delete: "DELETE FROM messages WHERE seq = ?",
   /** Parameters: first and last seq of a run of consecutive positions that all go. */
   deleteRun: "DELETE FROM messages WHERE seq BETWEEN ? AND ?",
   /** Parameters: deliveries, seq. A count only grows (copies report theirs in any order). */
   updateDeliveries: "UPDATE messages SET deliveries = max(deliveries, ?) WHERE seq = ?",
-  selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq",
+  /** Parameters: not_before, seq. The latest delay noted wins (a later nack may be shorter). */
+  updateNotBefore: "UPDATE messages SET not_before = ? WHERE seq = ?",
+  selectAll: "SELECT seq, id, queue, destination, created, body, deliveries, dead_letter, not_before FROM messages ORDER BY seq",
   /** Parameters: queue, first seq, limit. One page of a queue, in arrival order (`messages_by_queue`), without the queue column. */
   selectQueue:
-    "SELECT seq, id, destination, created, body, deliveries, dead_letter FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
+    "SELECT seq, id, destination, created, body, deliveries, dead_letter, not_before FROM messages WHERE queue = ? AND seq >= ? ORDER BY seq LIMIT ?",
   /** Parameters: queue, first seq. The rows and estimated bytes of a queue from a position on. */
   measureFrom: `SELECT count(*) AS messages, coalesce(sum(length(body) + length(id) + length(destination) + ${ROW_OVERHEAD_BYTES}), 0) AS bytes FROM messages WHERE queue = ? AND seq >= ?`,
   deleteFrom: "DELETE FROM messages WHERE queue = ? AND seq >= ?",
@@ -148,7 +156,7 @@ export const SQL = {
 /** A v1 row as v1's `SELECT seq, id, queue, destination, created, body` returned it (`.values()`). */
 export type RecordV1 = [seq: number, id: string, queue: string, destination: string, created: number, body: Uint8Array];
 
-/** A v2 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
+/** A v2 row (v2 to v4) as their `SELECT seq, id, queue, destination, created, body, deliveries, dead_letter` returned it. */
 export type RecordV2 = [
   seq: number,
   id: string,
@@ -160,13 +168,16 @@ export type RecordV2 = [
   deadLetter: string | null,
 ];
 
+/** A v5 row as `SQL.selectAll` returns it (`.values()`), and as `SQL.insert` binds it. */
+export type RecordV5 = [...RecordV2, notBefore: number];
+
 /**
  * Writes the row of a message (current version) with a prepared `SQL.insert`; no array per row.
  * `deliveries` is the count to store (the store passes the highest of the message's own and the
- * ones noted while its append was pending).
+ * ones noted while its append was pending), `notBefore` the due time of its delayed requeue (0: none).
  */
-export function encodeRecord(insert: Statement<unknown, RecordV2>, seq: number, message: StoredMessage, deliveries: number): void {
-  insert.run(seq, message.id, message.queue, message.destination, message.created, message.body, deliveries, deadLetterColumn(message));
+export function encodeRecord(insert: Statement<unknown, RecordV5>, seq: number, message: StoredMessage, deliveries: number, notBefore: number): void {
+  insert.run(seq, message.id, message.queue, message.destination, message.created, message.body, deliveries, deadLetterColumn(message), notBefore);
 }
 
 /** The `dead_letter` column of a message's row: its dead-letter fields as JSON, or null. */
@@ -185,6 +196,12 @@ export function decodeRecordV2(row: RecordV2): StoredMessage {
   const [seq, id, queue, destination, created, body, deliveries, deadLetter] = row;
   const dead = deadLetter === null ? null : decodeDeadLetter(seq, deadLetter);
   return { id, queue, destination, created, body, deliveries, deadLetter: dead, position: undefined };
+}
+
+export function decodeRecordV5(row: RecordV5): StoredMessage {
+  const message = decodeRecordV2(row as unknown as RecordV2);
+  message.notBefore = row[8];
+  return message;
 }
 
 export function decodeDeadLetter(seq: number, json: string): StoredDeadLetter {
@@ -215,6 +232,8 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
     case 3: // v3 changed indexes and tables around the rows, not the rows
     case 4: // v4 changed how the file gives pages back, not the rows
       return decodeRecordV2(row as RecordV2);
+    case 5:
+      return decodeRecordV5(row as RecordV5);
     default:
       throw new Error(`no decoder for store version ${version}`);
   }
@@ -238,6 +257,10 @@ export const UPGRADES: Readonly<Record<number, Upgrade>> = {
   },
   /** v3 → v4: nothing in the tables; the file is switched to incremental vacuum after migrate (above). */
   3: () => {},
+  /** v4 → v5: the due time of a delayed requeue; existing messages have none (0). */
+  4: (db) => {
+    db.run("ALTER TABLE messages ADD COLUMN not_before INTEGER NOT NULL DEFAULT 0");
+  },
 };
 
 export function getMeta(db: Database, key: string): MetaValue | null {

@@ -6,21 +6,23 @@
  * stored): measured on 200,000 rows, 2.1 → 1.6 µs per insert and 1.6 → 1.2 µs per delete.
  */
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
-import { deadLetterColumn, encodeRecord, type RecordV2, SQL } from "./record.ts";
+import { deadLetterColumn, encodeRecord, type RecordV5, SQL } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 
-/** Rows per multi-row INSERT (8 parameters each: 128 of SQLite's 32,766). */
+/** Rows per multi-row INSERT (9 parameters each: 144 of SQLite's 32,766). */
 const ROWS_PER_INSERT = 16;
-const COLUMNS = "(?, ?, ?, ?, ?, ?, ?, ?)";
+const COLUMNS = "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const PARAMETERS_PER_ROW = 9;
 
 export class RowWrites {
-  readonly #insertOne: Statement<unknown, RecordV2>;
+  readonly #insertOne: Statement<unknown, RecordV5>;
   readonly #insertMany: Statement<unknown, SQLQueryBindings[]>;
   readonly #deleteOne: Statement<unknown, [number]>;
   readonly #deleteRun: Statement<unknown, [number, number]>;
   readonly #update: Statement<unknown, [deliveries: number, seq: number]>;
+  readonly #updateNotBefore: Statement<unknown, [notBefore: number, seq: number]>;
   /** The parameters of one multi-row INSERT, reused. */
-  readonly #params: SQLQueryBindings[] = new Array(ROWS_PER_INSERT * 8);
+  readonly #params: SQLQueryBindings[] = new Array(ROWS_PER_INSERT * PARAMETERS_PER_ROW);
 
   constructor(db: Database) {
     this.#insertOne = db.prepare(SQL.insert);
@@ -28,16 +30,20 @@ export class RowWrites {
     this.#deleteOne = db.prepare(SQL.delete);
     this.#deleteRun = db.prepare(SQL.deleteRun);
     this.#update = db.prepare(SQL.updateDeliveries);
+    this.#updateNotBefore = db.prepare(SQL.updateNotBefore);
   }
 
-  /** Inserts the appends (by position, in order); `deliveries` gives the count each row is written with. */
-  insert(appends: Map<number, StoredMessage>, deliveries: (message: StoredMessage) => number): void {
+  /**
+   * Inserts the appends (by position, in order); `deliveries` and `notBefore` give the count and
+   * the delayed requeue's due time each row is written with.
+   */
+  insert(appends: Map<number, StoredMessage>, deliveries: (message: StoredMessage) => number, notBefore: (message: StoredMessage) => number): void {
     const params = this.#params;
     let filled = 0;
     let left = appends.size;
     for (const [seq, message] of appends) {
       if (left < ROWS_PER_INSERT && filled === 0) {
-        encodeRecord(this.#insertOne, seq, message, deliveries(message));
+        encodeRecord(this.#insertOne, seq, message, deliveries(message), notBefore(message));
         left--;
         continue;
       }
@@ -49,6 +55,7 @@ export class RowWrites {
       params[filled++] = message.body;
       params[filled++] = deliveries(message);
       params[filled++] = deadLetterColumn(message);
+      params[filled++] = notBefore(message);
       if (filled === params.length) {
         this.#insertMany.run(...params);
         filled = 0;
@@ -82,7 +89,13 @@ export class RowWrites {
     for (let i = 0; i < updates.length; i += 2) this.#update.run(updates[i + 1]!, updates[i]!);
   }
 
+  /** `updates`: [seq, notBefore, …]. */
+  updateNotBefore(updates: readonly number[]): void {
+    for (let i = 0; i < updates.length; i += 2) this.#updateNotBefore.run(updates[i + 1]!, updates[i]!);
+  }
+
   finalize(): void {
-    for (const statement of [this.#insertOne, this.#insertMany, this.#deleteOne, this.#deleteRun, this.#update]) statement.finalize();
+    const statements = [this.#insertOne, this.#insertMany, this.#deleteOne, this.#deleteRun, this.#update, this.#updateNotBefore];
+    for (const statement of statements) statement.finalize();
   }
 }

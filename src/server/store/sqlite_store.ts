@@ -19,7 +19,7 @@
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
  * - Delivery counts (`noteDelivery`) are written for messages still unacked a while after their
- *   delivery (delivery_counts.ts).
+ *   delivery (delivery_counts.ts); a nack's delay (`noteDelay`) with the next commit (pending_delays.ts).
  *
  * Failures (disk full, read-only, I/O error): the failed transaction is rolled back and `healthy`
  * turns false. In fsync mode the batch's promise rejects with `STORE_UNAVAILABLE` (nothing of it
@@ -39,9 +39,11 @@ import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
 import { describe, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
+import { CommitTimer } from "./commit_timer.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
 import { getMeta, type MetaValue, setMeta, STORE_FILE } from "./record.ts";
 import { HeldIds } from "./held_ids.ts";
+import { PendingDelays } from "./pending_delays.ts";
 import { RowWrites } from "./row_writes.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
@@ -90,16 +92,14 @@ export class SqliteStore implements PagingStore {
   #removed: StoredMessage[] = [];
   /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
   readonly #counts: DeliveryCounts;
+  /** Delayed requeues not written yet. */
+  readonly #delays = new PendingDelays();
   /** Set while `#flushAll` commits everything: counts of the current window too. */
   #forceCounts = false;
   /** Fsync mode: the promise every pending append returned. */
   #batch: PromiseWithResolvers<void> | null = null;
-  #immediate: ReturnType<typeof setImmediate> | null = null;
-  #timer: ReturnType<typeof setTimeout> | null = null;
-  /** When `#timer` fires (performance.now() ms). */
-  #timerDue = 0;
-  /** The delay `#timer` was set with. */
-  #timerDelay = 0;
+  /** When the next commit runs. */
+  readonly #next: CommitTimer;
   #healthy = true;
   /** The SQLite error of the last failed commit (for refusals while unhealthy). */
   #lastError = "";
@@ -119,6 +119,7 @@ export class SqliteStore implements PagingStore {
     this.#beforeCommit = options.beforeCommit;
     this.#counts = new DeliveryCounts(options.deliveryCountDelayMs ?? 0);
     this.#onCommit = options.onCommit;
+    this.#next = new CommitTimer(this.#flush);
     const opened = openDatabase(this.directory, this.path, this.#log, options.indexById ?? true);
     const db = opened.db;
     this.#healthy = opened.healthy;
@@ -143,7 +144,7 @@ export class SqliteStore implements PagingStore {
 
   /** Appends, removes and delivery counts waiting for the next commit. */
   get pending(): number {
-    return this.#appends.size + this.#removes.length + this.#counts.pending;
+    return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size;
   }
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
@@ -164,10 +165,10 @@ export class SqliteStore implements PagingStore {
     this.#appends.set(seq, message);
     if (mode === "fsync") this.#unconfirmed.add(seq);
     if (mode === "batch") {
-      this.#scheduleTimer(this.#commitIntervalMs);
+      this.#next.within(this.#commitIntervalMs);
       return;
     }
-    if (this.#immediate === null) this.#immediate = setImmediate(this.#flush);
+    this.#next.soon();
     this.#batch ??= Promise.withResolvers<void>();
     return this.#batch.promise;
   }
@@ -178,6 +179,7 @@ export class SqliteStore implements PagingStore {
     if (seq === undefined) return;
     message.position = undefined;
     this.#counts.forget(message);
+    this.#delays.forget(message);
     if (this.#appends.delete(seq)) {
       this.#unconfirmed.delete(seq);
       this.stats.cancelled++;
@@ -186,7 +188,7 @@ export class SqliteStore implements PagingStore {
     this.#removes.push(seq);
     this.#removed.push(message);
     this.#ids.removing(message.id);
-    this.#scheduleTimer(this.#commitIntervalMs);
+    this.#next.within(this.#commitIntervalMs);
   }
 
   /**
@@ -197,7 +199,14 @@ export class SqliteStore implements PagingStore {
   noteDelivery(message: StoredMessage, deliveries: number): void {
     if (this.#closed) return;
     this.#counts.note(message, deliveries);
-    this.#scheduleTimer(Math.max(this.#commitIntervalMs, this.#counts.delayMs));
+    this.#next.within(Math.max(this.#commitIntervalMs, this.#counts.delayMs));
+  }
+
+  /** Remembers when a nacked message's delay ends, for the next commit; no I/O here. */
+  noteDelay(message: StoredMessage, notBefore: number): void {
+    if (this.#closed || message.position === undefined) return;
+    this.#delays.note(message, notBefore);
+    this.#next.within(this.#commitIntervalMs);
   }
 
   /** Every message not removed, in arrival order. Commits what is pending first. */
@@ -289,8 +298,7 @@ export class SqliteStore implements PagingStore {
     if (this.#closed) return;
     this.#flushAll();
     this.#closed = true;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
+    this.#next.clear();
     const lost = this.#appends.size;
     if (lost > 0) {
       this.#log.error("store", `directory=${this.directory};messages=${lost};confirmed messages not written at close`);
@@ -300,6 +308,7 @@ export class SqliteStore implements PagingStore {
     this.#removed = [];
     this.#ids.clear();
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
+    this.#delays.clear();
     const { commits, inserted, deleted, updates, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = this.stats;
     this.#log.info(
       "store",
@@ -324,24 +333,10 @@ export class SqliteStore implements PagingStore {
     this.#forceCounts = true;
     try {
       do this.#flush();
-      while (this.#healthy && (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent));
+      while (this.#healthy && (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0));
     } finally {
       this.#forceCounts = false;
     }
-  }
-
-  #scheduleTimer(delay: number): void {
-    if (this.#immediate !== null) return;
-    // Called for every remove and delivery: a timer set with no longer a delay is due sooner.
-    if (this.#timer !== null && delay >= this.#timerDelay) return;
-    const due = performance.now() + delay;
-    if (this.#timer !== null) {
-      if (due >= this.#timerDue) return;
-      clearTimeout(this.#timer); // a remove must not wait for a delivery count's longer delay
-    }
-    this.#timerDue = due;
-    this.#timerDelay = delay;
-    this.#timer = setTimeout(this.#flush, delay);
   }
 
   #unavailable(error: unknown): KittenError {
@@ -352,10 +347,7 @@ export class SqliteStore implements PagingStore {
 
   /** One transaction for everything pending. Synchronous; runs from a timer, an immediate, load or close. */
   readonly #flush = (): void => {
-    if (this.#immediate !== null) clearImmediate(this.#immediate);
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#immediate = null;
-    this.#timer = null;
+    this.#next.clear();
     const counts = this.#counts;
     counts.closeWindow(this.#forceCounts);
     const appends = this.#appends;
@@ -368,10 +360,12 @@ export class SqliteStore implements PagingStore {
     const written = counts.updatesFor(appends, MAX_DELETES_PER_COMMIT - deletes);
     const updates = written.updates;
     const updateCount = written.updated === null ? 0 : written.updated.length;
-    const operations = appends.size + deletes + updateCount;
+    const delays = this.#delays.updatesFor(appends, Math.max(0, MAX_DELETES_PER_COMMIT - deletes - updateCount));
+    const delayCount = delays.updates === null ? 0 : delays.updates.length / 2;
+    const operations = appends.size + deletes + updateCount + delayCount;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
-      if (counts.hasRecent) this.#scheduleTimer(Math.max(this.#commitIntervalMs, counts.delayMs));
+      if (counts.hasRecent) this.#next.within(Math.max(this.#commitIntervalMs, counts.delayMs));
       return;
     }
     const started = performance.now();
@@ -379,12 +373,13 @@ export class SqliteStore implements PagingStore {
     try {
       this.#syncOnCommit(appends.size > 0);
       this.#begin.run();
-      this.#writes.insert(appends, (message) => counts.forAppend(message));
+      this.#writes.insert(appends, (message) => counts.forAppend(message), (message) => this.#delays.forAppend(message));
       for (const message of appends.values()) usage.add(message, 1);
       if (deletes > 0) this.#writes.delete(removes, deletes);
       for (let i = 0; i < deletes; i++) usage.add(this.#removed[i]!, -1);
       this.#rows.writeUsage(usage);
       if (updates !== null) this.#writes.update(updates);
+      if (delays.updates !== null) this.#writes.updateNotBefore(delays.updates);
       this.#beforeCommit?.();
       this.#commit.run();
     } catch (error) {
@@ -403,21 +398,22 @@ export class SqliteStore implements PagingStore {
     stats.commits++;
     stats.inserted += appends.size;
     stats.deleted += deletes;
-    stats.updates += updateCount;
+    stats.updates += updateCount + delayCount;
     stats.lastCommitMs = elapsed;
     stats.commitMs += elapsed;
     if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
     this.#onCommit?.(elapsed);
     if (operations > stats.largestBatch) stats.largestBatch = operations;
     counts.committed(written, appends);
+    this.#delays.committed(delays);
     this.#appends = new Map();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
     this.#ids.deleted(this.#removed, deletes);
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
-    if (this.#removes.length > 0 || written.deferred) this.#immediate = setImmediate(this.#flush);
-    else if (counts.hasRecent) this.#scheduleTimer(Math.max(this.#commitIntervalMs, counts.delayMs));
+    if (this.#removes.length > 0 || written.deferred || delays.deferred) this.#next.soon();
+    else if (counts.hasRecent) this.#next.within(Math.max(this.#commitIntervalMs, counts.delayMs));
     if (!this.#healthy) {
       this.#healthy = true;
       this.#log.info("store", `directory=${this.directory};store writable again`);
@@ -457,7 +453,7 @@ export class SqliteStore implements PagingStore {
     this.stats.refused += this.#unconfirmed.size;
     this.#unconfirmed.clear();
     batch?.reject(failure);
-    if (!this.#closed && this.pending > 0) this.#scheduleTimer(this.#retryIntervalMs);
+    if (!this.#closed && this.pending > 0) this.#next.within(this.#retryIntervalMs);
   }
 
   /**

@@ -29,6 +29,12 @@ export interface StoredMessage {
   /** Set on a message a dead-letter queue received: why it died and where it came from. */
   deadLetter?: StoredDeadLetter | null;
   /**
+   * When its delayed requeue is due, ms since epoch (0 or absent: none). Given to `append` it is
+   * stored with the message (one that came delayed with a move); `load()` and `readQueue` return
+   * the latest noted by `noteDelay`, so a restart keeps a nack's delay.
+   */
+  notBefore?: number;
+  /**
    * Written by a store that keeps positions (the durable one): the message's row while it is
    * stored, undefined once removed. A field, not a map of the store's, because a map entry per
    * message held in memory cost more than the rest of the message's bookkeeping.
@@ -54,7 +60,14 @@ export interface Store {
    * write at all. Messages the store does not hold are ignored.
    */
   noteDelivery(message: StoredMessage, deliveries: number): void;
-  /** Every message not yet removed, in arrival order (recovery at start), with `deliveries` and `deadLetter` set. */
+  /**
+   * A copy of a message was nacked with a delay, due at `notBefore` (ms since epoch); given the
+   * appended (or loaded) object, like `remove`. The durable store writes it with its next commit
+   * (a nack is rarer than a delivery: no window); the latest noted wins. Messages the store does
+   * not hold are ignored.
+   */
+  noteDelay(message: StoredMessage, notBefore: number): void;
+  /** Every message not yet removed, in arrival order (recovery at start), with `deliveries`, `deadLetter` and `notBefore` set. */
   load(): StoredMessage[];
   /** A small durable value (`epoch`), or null. */
   meta(key: string): string | number | null;
@@ -87,7 +100,7 @@ export interface PagingStore extends Store {
   positionOf(message: StoredMessage): number | undefined;
   /**
    * Up to `limit` stored messages of `queue` at or after `from`, in arrival order, with
-   * `deliveries` and `deadLetter` set; `positionOf` knows them, `remove` and `noteDelivery`
+   * `deliveries`, `deadLetter` and `notBefore` set; `positionOf` knows them, `remove` and `noteDelivery`
    * accept them. Only committed messages are read (a pending batch-mode append is committed first).
    */
   readQueue(queue: string, from: number, limit: number): StoredMessage[];

@@ -37,11 +37,11 @@ function message(n: number): StoredMessage {
 const seqs = () => (db.query("SELECT seq FROM messages ORDER BY seq").values() as number[][]).map(([seq]) => seq!);
 
 describe("RowWrites", () => {
-  it("inserts every append, 16 to a statement and the rest one by one, each row with its own values and count", () => {
+  it("inserts every append, 16 to a statement and the rest one by one, each row with its own values, count and delay", () => {
     const appends = new Map<number, StoredMessage>();
     for (let n = 1; n <= 37; n++) appends.set(100 + n, message(n));
-    writes.insert(appends, (m) => Number(m.id.slice(1)) % 4);
-    const rows = db.query("SELECT seq, id, queue, destination, created, body, deliveries, dead_letter FROM messages ORDER BY seq").values();
+    writes.insert(appends, (m) => Number(m.id.slice(1)) % 4, (m) => (Number(m.id.slice(1)) % 3 === 0 ? 1_800_000_000_000 + Number(m.id.slice(1)) : 0));
+    const rows = db.query("SELECT seq, id, queue, destination, created, body, deliveries, dead_letter, not_before FROM messages ORDER BY seq").values();
     expect(rows.length).toBe(37);
     rows.forEach((row, i) => {
       const n = i + 1;
@@ -50,13 +50,24 @@ describe("RowWrites", () => {
       expect([...(row[5] as Uint8Array)]).toEqual([...m.body]);
       expect(row[6]).toBe(n % 4);
       expect(row[7] === null ? null : JSON.parse(row[7] as string)).toEqual(n === 5 ? { reason: "ttl", channel: "odd/v1/d2", messageId: "m5", deliveries: 2 } : null);
+      expect(row[8]).toBe(n % 3 === 0 ? 1_800_000_000_000 + n : 0);
     });
+  });
+
+  it("writes each delay given to its row only, the latest over an earlier one", () => {
+    const appends = new Map<number, StoredMessage>();
+    for (let n = 1; n <= 5; n++) appends.set(n, message(n));
+    writes.insert(appends, () => 0, () => 0);
+    writes.updateNotBefore([2, 1_800_000_000_500, 4, 1_800_000_000_100]);
+    writes.updateNotBefore([4, 1_800_000_000_050]); // a later nack with a shorter delay
+    const delays = db.query("SELECT seq, not_before FROM messages ORDER BY seq").values();
+    expect(delays).toEqual([[1, 0], [2, 1_800_000_000_500], [3, 0], [4, 1_800_000_000_050], [5, 0]]);
   });
 
   it("deletes exactly the positions given, in any order, as runs and single rows, and only the first `count` of them", () => {
     const appends = new Map<number, StoredMessage>();
     for (let n = 1; n <= 40; n++) appends.set(n, message(n));
-    writes.insert(appends, () => 0);
+    writes.insert(appends, () => 0, () => 0);
     // Runs 3–7 and 20–22, single rows 10, 12 and 40, given out of order; 30 and 31 are past `count`.
     const gone = [22, 5, 10, 3, 40, 21, 6, 12, 7, 20, 4, 30, 31];
     writes.delete(gone, gone.length - 2);

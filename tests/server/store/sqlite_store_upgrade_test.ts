@@ -133,7 +133,7 @@ it("SqliteStore upgrades the checked-in v3 fixture to v4: one VACUUM switches it
   expect(again.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
 });
 
-it("SqliteStore reads the checked-in store v4 fixture without an upgrade or a VACUUM", () => {
+it("SqliteStore upgrades the checked-in v4 fixture to v5 without a VACUUM: its rows unchanged, with no delay", () => {
   const directory = temps.make();
   const db = new Database(join(directory, STORE_FILE));
   db.run(fixtureV4);
@@ -141,14 +141,44 @@ it("SqliteStore reads the checked-in store v4 fixture without an upgrade or a VA
   expect(autoVacuum(join(directory, STORE_FILE))).toBe(2);
   const logger = memoryLogger();
   const store = new SqliteStore({ directory, logger });
-  expect(logger.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
-  expect(store.load().map(delivery)).toEqual([
+  expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=4;to=${STORE_VERSION};store upgraded`);
+  expect(logger.lines.some((line) => line.includes("incremental vacuum"))).toBe(false);
+  const loaded = store.load();
+  expect(loaded.map(delivery)).toEqual([
     { id: "k4d1.0", deliveries: 1, deadLetter: null },
     { id: "k4d1.2", deliveries: 0, deadLetter: null },
     { id: "k4d1.2~5", deliveries: 0, deadLetter: { reason: "ttl", channel: "orders/v1/shop-2", messageId: "k4d1.2", deliveries: 0 } },
   ]);
+  expect(loaded.map((message) => message.notBefore)).toEqual([0, 0, 0]);
   expect(store.meta(META.EPOCH)).toBe(9);
   store.close();
+});
+
+const fixtureV5 = readFileSync(join(import.meta.dir, "fixtures/store_v5.sql"), "utf8");
+
+it("SqliteStore reads the checked-in store v5 fixture without an upgrade: counts, dead letters and delays", async () => {
+  const directory = temps.make();
+  const db = new Database(join(directory, STORE_FILE));
+  db.run(fixtureV5);
+  db.close();
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory, logger });
+  expect(logger.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
+  const loaded = store.load();
+  expect(loaded.map(delivery)).toEqual([
+    { id: "k5e2.0", deliveries: 1, deadLetter: null },
+    { id: "k5e2.2", deliveries: 2, deadLetter: null },
+    { id: "k5e2.2~5", deliveries: 0, deadLetter: { reason: "ttl", channel: "orders/v1/shop-2", messageId: "k5e2.2", deliveries: 0 } },
+  ]);
+  expect(loaded.map((message) => message.notBefore)).toEqual([0, 1796083263000, 0]);
+  expect(store.readQueue("orders/v1", 0, 10).map((message) => [message.id, message.notBefore])).toEqual([["k5e2.0", 0], ["k5e2.2", 1796083263000]]);
+  expect(store.meta(META.EPOCH)).toBe(11);
+  // A loaded message's delay can be changed, and a new one is written.
+  store.noteDelay(loaded[0]!, 1796083300000);
+  store.close();
+  const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+  expect(reopened.load().map((message) => message.notBefore)).toEqual([1796083300000, 1796083263000, 0]);
+  reopened.close();
 });
 
 it("every store fixture, once opened, has the schema of a fresh store (UPGRADES match SCHEMA)", () => {
@@ -165,8 +195,9 @@ it("every store fixture, once opened, has the schema of a fresh store (UPGRADES 
     "body",
     "deliveries",
     "dead_letter",
+    "not_before",
   ]);
-  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4]] as const) {
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4], [5, fixtureV5]] as const) {
     const db = new Database(":memory:");
     db.run(fixture);
     expect(migrate(db, { directory: "/fixture" })).toBe(version);

@@ -236,6 +236,60 @@ export function runStoreConformance(
     });
   });
 
+  it(`${name}: noteDelay() keeps the latest delay per message, and load() returns it (durable: after reopen)`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
+      const moved = storedMessage(4, { notBefore: 1_800_000_000_400 }); // came delayed with a queue move
+      for (const message of [a!, b!, c!, moved]) await store.append(message);
+      store.noteDelay(a!, 1_800_000_000_100);
+      store.noteDelay(c!, 1_800_000_009_000);
+      store.noteDelay(c!, 1_800_000_000_300); // nacked again, with a shorter delay: the latest wins
+      const first = await recovered(subject);
+      expect(first.loaded.map((message) => [message.id, message.notBefore ?? 0])).toEqual([
+        [a!.id, 1_800_000_000_100],
+        [b!.id, 0],
+        [c!.id, 1_800_000_000_300],
+        [moved.id, 1_800_000_000_400],
+      ]);
+      // Delays go on on the loaded objects (recovered messages nacked again).
+      first.store.noteDelay(first.loaded[1]!, 1_800_000_000_200);
+      const second = await recovered(subject);
+      expect(second.loaded.map((message) => message.notBefore ?? 0)).toEqual([1_800_000_000_100, 1_800_000_000_200, 1_800_000_000_300, 1_800_000_000_400]);
+      expect(second.loaded.map(fields)).toEqual([a!, b!, c!, moved].map(fields));
+    });
+  });
+
+  it(`${name}: noteDelay() of a removed, unknown or cancelled message is harmless; one noted while the append is pending goes with it`, async () => {
+    await withStore(async (subject) => {
+      const { store } = subject;
+      const [kept, acked, cancelled, unknown, pendingDelay] = [1, 2, 3, 4, 5].map((n) => storedMessage(n));
+      await store.append(kept!);
+      await store.append(acked!);
+      store.load(); // Both committed (batch mode too): their delays would take an UPDATE.
+      store.noteDelay(acked!, 1_800_000_000_000);
+      store.remove(acked!); // Acked before the delay was written.
+      store.noteDelay(acked!, 1_800_000_000_001); // Noted after the ack (a late copy).
+      const cancelling = store.append(cancelled!);
+      store.noteDelay(cancelled!, 1_800_000_000_002);
+      store.remove(cancelled!);
+      await cancelling;
+      store.noteDelay(unknown!, 1_800_000_000_003); // Never appended (a memory-mode channel).
+      const appending = store.append(pendingDelay!);
+      store.noteDelay(pendingDelay!, 1_800_000_000_005); // Nacked before its commit (batch mode confirms at once).
+      await appending;
+      expect(pendingDelay!.notBefore).toBeUndefined(); // the given object is not written to
+      const expected = [
+        [kept!.id, 0],
+        [pendingDelay!.id, 1_800_000_000_005],
+      ];
+      expect(store.load().map((message) => [message.id, message.notBefore ?? 0])).toEqual(expected);
+      await subject.committed?.();
+      if (subject.updates) expect(subject.updates()).toBe(0); // the INSERT wrote the pending one's delay
+      expect((await recovered(subject)).loaded.map((message) => [message.id, message.notBefore ?? 0])).toEqual(expected);
+    });
+  });
+
   it(`${name}: deadLetter and a given deliveries count round-trip through append() and load()`, async () => {
     await withStore(async (subject) => {
       const { store } = subject;
