@@ -109,7 +109,11 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
   const storing = intake.storingMessage(messageId);
   const held = storing ?? moves.incomingMirror(queue.name)?.get(messageId);
   if (held) {
-    if (delayMs > 0) held.notBefore = host.now() + delayMs;
+    if (delayMs > 0) {
+      held.notBefore = host.now() + delayMs;
+      // A message being stored has its INSERT still to run, which writes the delay; a stored one an UPDATE.
+      if (!storing) intake.storeFor(queue)?.noteDelay(held.record ?? held, held.notBefore);
+    }
     return storing?.commit ?? undefined;
   }
   // A delayed message sent again at the fence that the target holds in its store only (it pages

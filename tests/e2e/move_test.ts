@@ -188,13 +188,21 @@ describe("moving a queue with a delayed requeue (real etcd)", () => {
     await waitFor(() => deliveries.some((d) => d.n === 1), 10_000, "n = 1 delivered by g2 at once");
     expect(g2!.broker.queues.get("later/v1")!.depth().delayed).toBe(1); // n = 0 still waits
     expect(deliveries.filter((d) => d.n === 0)).toHaveLength(1);
+    // The target's store has the delay too: a restart of the target would keep it.
+    const store = g2!.broker.store;
+    if (!canPage(store)) throw new Error("the target's store pages");
+    const delayedId = g2!.broker.queues.get("later/v1")!.depth().delayed === 1 ? [...g2!.broker.queues.get("later/v1")!.delayedCopies()][0]!.message.id : "";
+    await waitFor(() => (store.readQueue("later/v1", 0, 10).find((row) => row.id === delayedId)?.notBefore ?? 0) > 0, 5000, "the delay on the target's disk");
+    const due = store.readQueue("later/v1", 0, 10).find((row) => row.id === delayedId)!.notBefore!;
+    expect(due - nackedAt).toBeGreaterThanOrEqual(1900);
+    expect(due - nackedAt).toBeLessThan(3000);
     await waitFor(() => deliveries.filter((d) => d.n === 0).length === 2, 10_000, "n = 0 delivered once its delay is over");
     expect(deliveries.findLast((d) => d.n === 0)!.at - nackedAt).toBeGreaterThanOrEqual(1900);
   });
 });
 
 describe("a delayed message sent again at the fence to a target that pages (real etcd)", () => {
-  it("is not stored twice when the target holds it in its store only", async () => {
+  it("is not stored twice when the target holds it in its store only; one it holds in memory gets the delay on its disk", async () => {
     const [g1, g2] = await groups(["g1", "g2"], {
       durability: "fsync",
       channels: { "twice/v1": { group: "g1", memoryBudgetBytes: 64 * 1024 } },
@@ -216,6 +224,18 @@ describe("a delayed message sent again at the fence to a target that pages (real
     // The same message again, as the source sends a delayed one again at the fence.
     await g2!.broker.acceptMoved([OP.MOVE_APPEND as never, 1_000_000, row.id, row.queue, row.destination, row.body, row.created, 0, null], 5_000);
     expect(target.held).toBe(held);
+    // A message the target holds in memory, stored already, sent again delayed (nacked on the
+    // source after the snapshot took it): the delay is written to its row.
+    const mirror = g2!.broker.moves.incomingMirror("twice/v1")!;
+    const inMemory = store.readQueue("twice/v1", 0, 100_000).find((r) => mirror.get(r.id))!;
+    expect(inMemory).toBeDefined();
+    const sentAt = Date.now();
+    await g2!.broker.acceptMoved([OP.MOVE_APPEND as never, 1_000_001, inMemory.id, inMemory.queue, inMemory.destination, inMemory.body, inMemory.created, 0, null], 5_000);
+    expect(target.held).toBe(held);
+    const dueOnDisk = () => store.readQueue("twice/v1", 0, 100_000).find((r) => r.id === inMemory.id)?.notBefore ?? 0;
+    await waitFor(() => dueOnDisk() > 0, 5000, "the delay on the target's disk");
+    expect(dueOnDisk() - sentAt).toBeGreaterThanOrEqual(4900);
+    expect(dueOnDisk() - sentAt).toBeLessThan(6000);
     await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 60_000, "the move is done");
     expect(g2!.broker.queues.get("twice/v1")!.held).toBe(total);
   }, 90_000);
