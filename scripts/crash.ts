@@ -10,7 +10,9 @@
  * 150..600), --window N (sends in flight, 200), --live-consumer (also consume and ack during the
  * cycles, so acks are lost by the kills too and redeliveries show up as duplicates), --backlog N
  * (N messages stored first in a queue nobody consumes until the end: every restart happens with
- * them on disk; the last lines give the restart times and the backlog's count).
+ * them on disk; the last lines give the restart times and the backlog's count), --nack-delay-ms D
+ * (with --live-consumer: every tenth message is nacked once with a delay of D ms; a line counts
+ * those delivered again before their delay was over, which a kill must not cause).
  */
 import { parseArgs } from "node:util";
 import { runCrashTest } from "../tests/helpers/crash.ts";
@@ -25,6 +27,7 @@ const { values } = parseArgs({
     window: { type: "string", default: "200" },
     "live-consumer": { type: "boolean", default: false },
     backlog: { type: "string", default: "0" },
+    "nack-delay-ms": { type: "string", default: "0" },
   },
 });
 
@@ -38,6 +41,11 @@ const int = (name: keyof typeof values, min: number): number => {
 };
 
 const cycles = int("cycles", 1);
+const nackDelayMs = int("nack-delay-ms", 0);
+if (nackDelayMs > 0 && !values["live-consumer"]) {
+  console.error("crash: --nack-delay-ms needs --live-consumer (the consumer nacks during the cycles)");
+  process.exit(2);
+}
 const seed = int("seed", 0);
 const started = performance.now();
 const result = await runCrashTest({
@@ -48,6 +56,7 @@ const result = await runCrashTest({
   window: int("window", 1),
   liveConsumer: values["live-consumer"],
   backlog: int("backlog", 0),
+  nackDelayMs,
   log: (line) => console.log(line),
 });
 console.log(
@@ -61,6 +70,12 @@ if (result.restartMs.length > 0) {
   console.log(`restart (spawn → listening) with ${result.backlog.confirmed} messages kept: p50 ${at(0.5)} ms, max ${sorted.at(-1)} ms`);
 }
 if (result.backlog.confirmed > 0) console.log(`backlog: ${result.backlog.confirmed} confirmed, ${result.backlog.lost} lost`);
+if (nackDelayMs > 0) {
+  console.log(
+    `delays: ${result.delays.nacked} messages nacked with ${nackDelayMs} ms, ${result.delays.early} delivered again before it was over ` +
+      "(a nack still on its way, or not yet committed, when the broker was killed)",
+  );
+}
 if (result.lost > 0) console.log(`lost (first ${result.lostSample.length}): ${result.lostSample.join(", ")}`);
 console.log(
   `kill-9 cycles: ${result.cycles}, confirmed: ${result.confirmed + result.backlog.confirmed}, ` +

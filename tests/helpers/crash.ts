@@ -103,6 +103,12 @@ export interface CrashOptions {
    * and restart happens with them stored (the restart reads one page of them, not all).
    */
   backlog?: number;
+  /**
+   * With `liveConsumer`: the first delivery of every tenth message is nacked with this delay
+   * (ms), and a later delivery of it before the delay is over is counted (`delays.early`): the
+   * delay must outlive the kills.
+   */
+  nackDelayMs?: number;
   /** Progress lines (the script prints them). */
   log?: (line: string) => void;
 }
@@ -131,6 +137,8 @@ export interface CrashResult {
   restartMs: number[];
   /** Backlog messages confirmed, and those not delivered at the end. */
   backlog: { confirmed: number; lost: number };
+  /** Messages nacked with `nackDelayMs`, and those delivered again before it was over. */
+  delays: { nacked: number; early: number };
 }
 
 const CHANNEL = "crash/v1";
@@ -142,7 +150,7 @@ const KEPT = "crash-kept/v1";
  * consumes everything and checks every confirmed message arrived at least once.
  */
 export async function runCrashTest(options: CrashOptions): Promise<CrashResult> {
-  const { cycles, seed, minRunMs = 150, maxRunMs = 600, window = 200, liveConsumer = false, backlog = 0 } = options;
+  const { cycles, seed, minRunMs = 150, maxRunMs = 600, window = 200, liveConsumer = false, backlog = 0, nackDelayMs = 0 } = options;
   const log = options.log ?? (() => {});
   const random = mulberry32(seed);
   const root = mkdtempSync(join(tmpdir(), "kitten-crash-e2e-"));
@@ -174,8 +182,21 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
   const kept = new Set<number>();
   const keptReceived = new Map<number, number>();
 
+  const nackedAt = new Map<number, number>();
+  let early = 0;
+  const counting = countingInto(received, "n");
   const consume = () =>
-    consumer.consume(`${CHANNEL}/*`, countingInto(received, "n"), { prefetch: 1000 });
+    consumer.consume(`${CHANNEL}/*`, nackDelayMs === 0 ? counting : (error, message, done, info) => {
+      if (error) return;
+      const n = (message as { n: number }).n;
+      const at = nackedAt.get(n);
+      if (at === undefined && n % 10 === 0) {
+        nackedAt.set(n, Date.now());
+        return done(false, nackDelayMs / 1000);
+      }
+      if (at !== undefined && Date.now() < at + nackDelayMs) early++;
+      counting(error, message, done, info);
+    }, { prefetch: 1000 });
 
   const publishLoop = async () => {
     while (publishing) {
@@ -258,6 +279,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
       rejectionCodes: [...rejectionCodes],
       restartMs,
       backlog: { confirmed: kept.size, lost: keptLost },
+      delays: { nacked: nackedAt.size, early },
     };
   } finally {
     publishing = false;
