@@ -46,8 +46,8 @@ export interface SqliteStoreStats {
   /** Rows inserted and deleted by committed transactions. */
   inserted: number;
   deleted: number;
-  /** Delivery-count UPDATEs run by committed transactions (counts written by an INSERT, or dropped
-   * because the message was removed first, are not counted). */
+  /** Delivery-count and delay UPDATEs run by committed transactions (those written by an INSERT,
+   * or dropped because the message was removed first, are not counted). */
   updates: number;
   /** Appends cancelled by a remove before they reached the disk. */
   cancelled: number;

@@ -142,7 +142,7 @@ export class SqliteStore implements PagingStore {
     return this.#healthy;
   }
 
-  /** Appends, removes and delivery counts waiting for the next commit. */
+  /** Appends, removes, delivery counts and delays waiting for the next commit. */
   get pending(): number {
     return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size;
   }
@@ -202,7 +202,10 @@ export class SqliteStore implements PagingStore {
     this.#next.within(Math.max(this.#commitIntervalMs, this.#counts.delayMs));
   }
 
-  /** Remembers when a nacked message's delay ends, for the next commit; no I/O here. */
+  /**
+   * Remembers when a nacked message's delay ends (the appended or loaded object), for the next
+   * commit; no I/O here. Ignored for a closed store or a message it does not hold.
+   */
   noteDelay(message: StoredMessage, notBefore: number): void {
     if (this.#closed || message.position === undefined) return;
     this.#delays.note(message, notBefore);

@@ -156,7 +156,7 @@ it("SqliteStore upgrades the checked-in v4 fixture to v5 without a VACUUM: its r
 
 const fixtureV5 = readFileSync(join(import.meta.dir, "fixtures/store_v5.sql"), "utf8");
 
-it("SqliteStore reads the checked-in store v5 fixture without an upgrade: counts, dead letters and delays", async () => {
+it("SqliteStore reads the checked-in store v5 fixture without an upgrade: counts, dead letters and delays", () => {
   const directory = temps.make();
   const db = new Database(join(directory, STORE_FILE));
   db.run(fixtureV5);
