@@ -4,7 +4,7 @@
  * brokers run in process on a clock the test moves, so no test waits for a delay to pass.
  */
 import { expect, it } from "bun:test";
-import { type Received, recorder, waitFor } from "../helpers/broker.ts";
+import { type Received, recorder, type TestBroker, waitFor } from "../helpers/broker.ts";
 import { durabilityFixture, live } from "../helpers/durability.ts";
 
 const { cleanup, temps, inProcess } = durabilityFixture();
@@ -15,8 +15,8 @@ function testClock(start = 1_900_000_000_000) {
   return clock;
 }
 
-const delayed = (broker: { broker: { queues: Map<string, { depth(): { delayed: number } }> } }, queue: string) =>
-  broker.broker.queues.get(queue)?.depth().delayed ?? 0;
+/** Copies of `queue` waiting out a delay on `broker`. */
+const delayed = (broker: TestBroker, queue: string) => broker.broker.queues.get(queue)?.depth().delayed ?? 0;
 
 for (const durability of ["fsync", "batch"] as const) {
   it(`durability (${durability}): a message nacked with a delay waits out the rest of it after a restart, then comes with its count`, async () => {

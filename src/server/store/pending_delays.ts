@@ -13,10 +13,12 @@ import type { StoredMessage } from "./store.ts";
 export interface DelayUpdates {
   /** seq, notBefore, seq, notBefore, … (null: none). */
   updates: number[] | null;
-  written: StoredMessage[];
+  readonly written: readonly StoredMessage[];
   /** Delays left for the next commit (the per-commit bound was reached). */
   deferred: boolean;
 }
+
+const NONE: DelayUpdates = Object.freeze({ updates: null, written: Object.freeze([]), deferred: false });
 
 export class PendingDelays {
   /** Appended (or loaded) object → when its delayed requeue is due (ms since epoch). */
@@ -49,7 +51,9 @@ export class PendingDelays {
    * in the same commit (its INSERT writes the delay), nor for one the store no longer holds.
    */
   updatesFor(appends: Map<number, StoredMessage>, budget: number): DelayUpdates {
-    const result: DelayUpdates = { updates: null, written: [], deferred: false };
+    if (this.#due.size === 0) return NONE; // the usual commit: nothing allocated
+    const written: StoredMessage[] = [];
+    const result: DelayUpdates = { updates: null, written, deferred: false };
     for (const [message, notBefore] of this.#due) {
       const seq = message.position;
       if (seq === undefined) {
@@ -57,7 +61,7 @@ export class PendingDelays {
         continue;
       }
       if (appends.has(seq)) {
-        result.written.push(message);
+        written.push(message);
         continue;
       }
       if (budget === 0) {
@@ -66,13 +70,14 @@ export class PendingDelays {
       }
       budget--;
       (result.updates ??= []).push(seq, notBefore);
-      result.written.push(message);
+      written.push(message);
     }
     return result;
   }
 
   /** The commit holding `written` succeeded. (A failed one leaves them due, to be tried again.) */
   committed(written: DelayUpdates): void {
+    if (written === NONE) return;
     for (const message of written.written) this.#due.delete(message);
   }
 
