@@ -18,7 +18,7 @@ function delaysOnDisk(directory: string): Record<string, number> {
 
 const DUE = 1_800_000_000_000;
 
-it("SqliteStore.noteDelay() is on disk within commitIntervalMs, in a commit of its own that is not fsynced, or rides with the next appends", async () => {
+it("SqliteStore.noteDelay() is on disk within commitIntervalMs, in a commit of its own, or rides with the next appends", async () => {
   await withStore({ mode: "fsync", commitIntervalMs: 20 }, async (store, directory) => {
     const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
     await Promise.all([store.append(a!), store.append(b!)]);
