@@ -49,6 +49,11 @@ export interface PeerPosition {
 export type ResumeOp = [typeof OP.RESUME, number, { from: number; to: number; history: [number, number][] }];
 /** [CONFIRMED, index]: every in-sync replica holds the log up to `index` (removals up to it may be applied). */
 export type ConfirmedOp = [typeof OP.CONFIRMED, number];
+/**
+ * [DELAY, [messageId, msLeft, …]]: messages the master's consumers nacked with a delay, each due
+ * `msLeft` ms from now. Not a log entry: no seq, nothing acknowledged (see PROTOCOL.md).
+ */
+export type DelayOp = [typeof OP.DELAY, (string | number)[]];
 /** [APPEND, seq, messageId, queue, destination, body, created, deliveries, deadLetter or null] */
 export type AppendOp = [
   typeof OP.APPEND,
@@ -125,6 +130,17 @@ export function checkResume(v: unknown[]): ResumeOp {
 export function checkConfirmed(v: unknown[]): ConfirmedOp {
   if (!isUint(v[1])) throw bad("confirmed", "index must be an unsigned integer");
   return v as ConfirmedOp;
+}
+
+export function checkDelay(v: unknown[]): DelayOp {
+  const pairs = v[1];
+  if (!Array.isArray(pairs) || pairs.length % 2 !== 0 || pairs.length > 2 * MAX_REMOVE_LIST) {
+    throw bad("delay", `expected [messageId, msLeft, …] with at most ${MAX_REMOVE_LIST} messages`);
+  }
+  for (let i = 0; i < pairs.length; i += 2) {
+    if (typeof pairs[i] !== "string" || !isUint(pairs[i + 1])) throw bad("delay", "each message is a messageId and an unsigned msLeft");
+  }
+  return v as DelayOp;
 }
 
 export function checkAppend(v: unknown[]): AppendOp {

@@ -327,6 +327,25 @@ export class Intake {
     return this.store(queue, message);
   }
 
+  /** A copy was nacked with a delay: the store keeps it across restarts, and the slaves hold the message back too. */
+  delayed(queue: Queue, message: Message, at: number): void {
+    this.storeFor(queue)?.noteDelay(message.record ?? message, at);
+    if (this.host.cluster.isMaster) this.host.cluster.replication.delay(message.id, at);
+  }
+
+  /**
+   * On a slave: the master delayed a message until `at` (DELAY). Held in memory or being stored,
+   * it waits here too, and its row keeps the delay; held in the store only (paged), it does not.
+   */
+  delayMirrored(messageId: string, at: number): void {
+    const message = this.host.cluster.mirror.get(messageId) ?? this.#storing.get(messageId);
+    if (message === undefined) return;
+    const queue = this.host.queue(message.queue);
+    if (message.commit) message.notBefore = at; // queued once stored, and held back then
+    else queue.mirrored.delayed(message, at);
+    this.storeFor(queue)?.noteDelay(message.record ?? message, at);
+  }
+
   /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */
   storeFor(queue: Queue): Store | null {
     return queue.settings.durability === "memory" ? null : this.host.store;

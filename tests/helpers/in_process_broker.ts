@@ -17,6 +17,8 @@ export abstract class InProcessBroker {
   readonly logger: Logger & { lines: string[] } = memoryLogger();
   /** A store of our own (default: the one the config asks for). */
   makeStore?: () => Store;
+  /** A clock of our own, in ms since the epoch (default: the wall clock). */
+  now?: () => number;
 
   constructor(
     readonly name: string,
@@ -47,7 +49,7 @@ export abstract class InProcessBroker {
 
   start(): this {
     if (this.server) throw new Error(`${this.name} already runs`);
-    this.server = startBroker(this.config(), { logger: this.logger, store: this.makeStore?.() });
+    this.server = startBroker(this.config(), { logger: this.logger, store: this.makeStore?.(), now: this.now });
     this.port = this.server.port;
     return this;
   }

@@ -16,6 +16,7 @@ import type { Config } from "../config/config.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/queue.ts";
 import type { Store } from "../store/store.ts";
+import { delaysInForce } from "./delay_notices.ts";
 import { Mirror } from "./mirror.ts";
 import { LogPositions } from "./log_positions.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
@@ -47,6 +48,8 @@ export interface ClusterHost {
    * slave's memory may be full of messages nobody on the master consumes yet.
    */
   removalsWaiting(): void;
+  /** The master delayed a message (a nack with a delay) until `at`: held back here too. */
+  delayMirrored(messageId: string, at: number): void;
 }
 
 export interface ClusterStatus {
@@ -102,6 +105,7 @@ export class Cluster {
       self: () => host.config.serviceId,
       uncertainAfter: () => this.positions.uncertainAfter,
       publishIsr: (members) => this.#election?.publishIsr(members),
+      delaysInForce: () => delaysInForce(host.queues.values(), host.now()),
       history,
       tail,
       keepsLog: () => this.replicates,
@@ -127,6 +131,10 @@ export class Cluster {
       sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
       append: (op, generation) => host.acceptReplica(op, generation),
       remove: (ids) => this.#drop(ids),
+      delayed: (pairs) => {
+        const now = host.now();
+        for (let i = 0; i < pairs.length; i += 2) host.delayMirrored(pairs[i] as string, now + (pairs[i + 1] as number));
+      },
       synced: (generation, before, index, epochs) => {
         const dropped = this.mirror.reconcile(generation, before);
         if (dropped > 0) log("info", `dropped ${dropped} messages the master no longer holds`);

@@ -49,21 +49,21 @@ export class Mirror {
   accepted(queue: Queue, message: Message): void {
     if (this.#earlyRemovals.size > 0 && this.#earlyRemovals.get(message.id)) {
       this.#earlyRemovals.delete(message.id);
-      queue.dropMirrored(message);
+      queue.mirrored.removed(message);
       return;
     }
     if (this.#earlyAcks.size === 0) return;
     const early = this.#earlyAcks.get(message.id);
     if (early === undefined) return;
     this.#earlyAcks.delete(message.id);
-    for (const [name, group, destination] of early) if (name === queue.name) queue.settleMirrored(message, group, destination);
+    for (const [name, group, destination] of early) if (name === queue.name) queue.mirrored.acked(message, group, destination);
   }
 
   /** A client acked, on the master, a copy this slave keeps: drop it here too. */
   acked(queueName: string, groupKey: string, destination: string, messageId: string): void {
     const message = this.#messages.get(messageId);
     if (message) {
-      if (message.queue === queueName) this.queues.get(queueName)?.settleMirrored(message, groupKey, destination);
+      if (message.queue === queueName) this.queues.get(queueName)?.mirrored.acked(message, groupKey, destination);
       return;
     }
     const early = this.#earlyAcks.get(messageId);
@@ -75,7 +75,7 @@ export class Mirror {
   removed(messageId: string): boolean {
     const message = this.#messages.get(messageId);
     if (!message) return false;
-    this.queues.get(message.queue)?.dropMirrored(message);
+    this.queues.get(message.queue)?.mirrored.removed(message);
     return true;
   }
 
@@ -99,7 +99,7 @@ export class Mirror {
     for (const message of this.#messages.values()) {
       if (message.seq < before && message.syncGeneration !== generation) stale.push(message);
     }
-    for (const message of stale) this.queues.get(message.queue)?.dropMirrored(message);
+    for (const message of stale) this.queues.get(message.queue)?.mirrored.removed(message);
     return stale.length;
   }
 

@@ -155,6 +155,15 @@ export class Replica {
     return false;
   }
 
+  /**
+   * Queues a frame that is not a log entry (DELAY): written in order with the entries, after the
+   * catch-up. It has no index and is never acknowledged, so it takes no lag sample.
+   */
+  notice(bytes: Uint8Array): void {
+    this.#outbox.push(bytes);
+    this.#outboxBytes += bytes.length;
+  }
+
   /** The replica stored everything up to `index`. */
   ack(index: number): void {
     if (index <= this.acked) return;

@@ -10,6 +10,8 @@
  */
 import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
 import { ConfirmWaiters } from "./confirm_waiters.ts";
+import { DelayNotices, DELAYS_PER_FRAME } from "./delay_notices.ts";
+import { InSyncRecord, type PublishInSyncSet } from "./in_sync_record.ts";
 import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
 import { commonPrefix, type EpochHistory } from "./history.ts";
@@ -34,7 +36,7 @@ export interface ReplicationOptions {
    * Records the in-sync set (the master included) where an election can read it; confirmations
    * wait while it is being written, so a slave that dropped out is never elected over them.
    */
-  publishIsr?: (members: string[]) => Promise<void> | void;
+  publishIsr?: PublishInSyncSet;
   /** This broker's serviceId, first member of the in-sync set. */
   self: () => string;
   /** Bytes of live entries a replica may have waiting before its link is cut (default 256 MiB). */
@@ -47,6 +49,8 @@ export interface ReplicationOptions {
   keepsLog: () => boolean;
   /** After a start that did not follow a clean stop: the saved index, past which this log is unknown (log_positions.ts). */
   uncertainAfter?: () => number | null;
+  /** The DELAY frames of the delays in force, for a replica that attaches (delay_notices.ts). */
+  delaysInForce?: () => Iterable<Uint8Array>;
 }
 
 export interface ReplicaStatus {
@@ -78,14 +82,10 @@ export class Replication {
   /** Highest log index confirmed with replicas (a joining replica must hold at least that). */
   #confirmed = 0;
   #removals: string[] = [];
-  /** True while a shrunk in-sync set is being recorded: nothing is confirmed meanwhile. */
-  #publishing = false;
-  /** The in-sync set last recorded, to publish only changes. */
-  #published = "";
+  readonly #delays = new DelayNotices();
+  readonly #record: InSyncRecord;
   /** Replicas that may have entries waiting for their socket (0: flush() has nothing to do). */
   #waiting = 0;
-  /** The last recording failed: tick() tries again, and nothing is confirmed until it succeeds. */
-  #publishFailed = false;
   /** The confirmed index last told to the replicas (CONFIRMED). */
   #toldConfirmed = -1;
   #toldAt = 0;
@@ -93,7 +93,12 @@ export class Replication {
   snapshotsSent = 0;
   positionCatchUps = 0;
 
-  constructor(readonly options: ReplicationOptions) {}
+  constructor(readonly options: ReplicationOptions) {
+    this.#record = new InSyncRecord(options.publishIsr, (message) => options.log("error", message), (members) => {
+      this.#tellRecorded(members);
+      this.#advance();
+    });
+  }
 
   get index(): number {
     return this.#index;
@@ -153,6 +158,7 @@ export class Replication {
       this.options.log("info", `peer=${link.peerId};catching up;snapshot=${taken.count} messages;index=${this.#index};because ${plan}`);
     }
     this.#replicas.set(link, replica);
+    for (const bytes of this.options.delaysInForce?.() ?? []) replica.notice(bytes); // written after its catch-up
     replica.pump();
     if (!replica.idle) this.#waiting++;
   }
@@ -200,7 +206,7 @@ export class Replication {
     const needed = this.options.minInSyncReplicas();
     if (needed <= 1) return;
     const inSync = this.inSyncCount() + 1;
-    if (inSync >= needed && !this.#publishing) return;
+    if (inSync >= needed && !this.#record.recording) return;
     throw new KittenError(
       "NOT_ENOUGH_REPLICAS",
       `Cannot send to "${channel}": ${inSync} of the ${needed} brokers cluster.minInSyncReplicas asks for are in sync ` +
@@ -230,6 +236,13 @@ export class Replication {
     if (this.#replicas.size === 0 && !this.options.keepsLog()) return;
     this.#removals.push(messageId);
     if (this.#removals.length >= 1000) this.#flushRemovals();
+  }
+
+  /** A consumer nacked a message with a delay: the replicas hold it back too (delay_notices.ts). */
+  delay(messageId: string, at: number): void {
+    if (this.#replicas.size === 0) return; // one that attaches later is told the delays in force
+    this.#delays.note(messageId, at);
+    if (this.#delays.size >= DELAYS_PER_FRAME) this.#flushDelays();
   }
 
   /**
@@ -271,6 +284,7 @@ export class Replication {
    * frames of many ids.
    */
   flush(): void {
+    if (this.#delays.size > 0) this.#flushDelays();
     this.#waiters.endBurst();
     this.#tellConfirmed(false);
     if (this.#waiting === 0) return;
@@ -290,11 +304,7 @@ export class Replication {
 
   /** Drops from the in-sync set the replicas that acknowledged nothing for `maxLagMs`. */
   tick(): void {
-    if (this.#publishFailed) {
-      this.#publishFailed = false;
-      this.#publishing = false;
-      this.#isrChanged();
-    }
+    this.#record.retry(() => this.inSyncMembers());
     const now = this.options.now();
     const maxLag = this.options.maxLagMs();
     let changed = false;
@@ -364,7 +374,8 @@ export class Replication {
     this.#failWaiters(new KittenError("NOT_ENOUGH_REPLICAS", `Cannot confirm: ${reason}`));
     this.#replicas.clear();
     this.#removals = [];
-    this.#published = "";
+    this.#delays.clear();
+    this.#record.forget();
   }
 
   #flushRemovals(): void {
@@ -382,9 +393,18 @@ export class Replication {
     }
   }
 
+  #flushDelays(): void {
+    const bytes = this.#delays.take(this.options.now());
+    for (const replica of this.#replicas.values()) {
+      replica.notice(bytes);
+      replica.pump();
+      if (!replica.idle) this.#waiting++;
+    }
+  }
+
   /** Confirms every waiting send that every in-sync replica now holds. */
   #advance(): void {
-    if (this.#waiters.length === 0 || this.#publishing) return;
+    if (this.#waiters.length === 0 || this.#record.recording) return;
     const needed = this.options.minInSyncReplicas();
     let upTo = Number.MAX_SAFE_INTEGER;
     let inSync = 0;
@@ -437,41 +457,12 @@ export class Replication {
    * may be an earlier master's. A failure is logged and retried at the next tick.
    */
   recordInSyncSet(): void {
-    this.#published = "";
+    this.#record.forget();
     this.#isrChanged();
   }
 
-  /**
-   * The in-sync set changed. Recorded for elections first when there is a record to keep: until
-   * it is, a slave that dropped out could still be elected, so nothing is confirmed without it.
-   */
+  /** The in-sync set changed: recorded for elections first, when there is a record to keep (in_sync_record.ts). */
   #isrChanged(): void {
-    const members = this.inSyncMembers();
-    const key = members.join(",");
-    if (key === this.#published || !this.options.publishIsr) {
-      this.#tellRecorded(members);
-      this.#advance();
-      return;
-    }
-    this.#publishing = true;
-    const done = () => {
-      this.#publishing = false;
-      this.#published = key;
-      this.#tellRecorded(members);
-      this.#advance();
-    };
-    let written: Promise<void> | void;
-    try {
-      written = this.options.publishIsr(members);
-    } catch (error) {
-      this.options.log("error", `cannot record the in-sync set ${key}: ${(error as Error).message}`);
-      this.#publishFailed = true;
-      return;
-    }
-    if (!(written instanceof Promise)) return done();
-    written.then(done, (error) => {
-      this.options.log("error", `cannot record the in-sync set ${key}: ${(error as Error).message}`);
-      this.#publishFailed = true; // retried at the next tick; a lost leadership steps this broker down meanwhile
-    });
+    this.#record.changed(this.inSyncMembers());
   }
 }

@@ -7,7 +7,7 @@
  * a group, who takes the next copy and which copy a freed handler takes.
  */
 import { Deque } from "../internal/deque.ts";
-import { Group, type Handler, Pool } from "./message.ts";
+import { type Copy, Group, type Handler, Pool } from "./message.ts";
 
 export class Groups {
   readonly #groups = new Map<string, Group>();
@@ -110,6 +110,14 @@ export function nextHandler(pool: Pool): Handler | null {
     }
   }
   return after ?? first;
+}
+
+/** Takes a ready copy out of its pool (the pool leaves its group's ready set once empty). */
+export function takeOutOfPool(copy: Copy): void {
+  const pool = copy.group?.pools.get(copy.destination);
+  if (!pool) return;
+  pool.ready.delete(copy);
+  if (pool.ready.length === 0) pool.group.readyPools.delete(pool);
 }
 
 /** The pool, among those this handler may serve, whose next copy is the oldest. */

@@ -15,6 +15,7 @@ import { newQueueCounters, type QueueCounters } from "./counters.ts";
 import { Deliveries } from "./deliveries.ts";
 import { Groups, nextHandler, oldestReadyFor } from "./groups.ts";
 import { Parking } from "./waiting.ts";
+import { MirroredCopies } from "./mirrored_copies.ts";
 import { Copy, CopyState, type DeadLetterInfo, type Group, type Handler, type Message, type Pool } from "./message.ts";
 
 export type { ChannelSettings as QueueSettings } from "../config/config.ts";
@@ -55,6 +56,8 @@ export class Queue {
   readonly #groups = new Groups();
   readonly #deliveries = new Deliveries();
   readonly #parking = new Parking(this, (copy, reason) => this.#kill(copy, reason));
+  /** On a slave: what the master's consumers do to their copies, done to the copies held here. */
+  readonly mirrored = new MirroredCopies(this.#deliveries, this.#parking, this.counters, (copy) => this.#settle(copy));
 
   constructor(readonly name: string, public settings: QueueSettings, readonly hooks: QueueHooks) {}
 
@@ -313,28 +316,6 @@ export class Queue {
   }
 
   /**
-   * A slave drops a copy that the master's recipient acked (the client mirrors acks to every
-   * broker). The copy is found by its group and destination; a message still waiting for any
-   * recipient here is settled too. Returns whether something was settled.
-   */
-  settleMirrored(message: Message, groupKey: string, destination: string): boolean {
-    for (const copy of message.copies ?? []) {
-      if (copy.destination !== destination || copy.group?.key !== groupKey) continue;
-      if (!this.#dropHeld(copy)) continue;
-      this.counters.acked++;
-      return true;
-    }
-    for (const copy of this.#parking.waiting.ordered()) {
-      if (copy.message !== message || copy.group !== null) continue;
-      this.#parking.waiting.delete(copy);
-      this.counters.acked++;
-      this.#settle(copy);
-      return true;
-    }
-    return false;
-  }
-
-  /**
    * Puts back a message the store kept across a restart. It waits for a recipient like any other,
    * but outside the `maxItemsInQueue` bound: it was confirmed, and at start nobody has registered
    * yet, so counting it would drop confirmed messages before their consumers are back.
@@ -363,28 +344,6 @@ export class Queue {
   #parkUnrouted(copy: Copy): void {
     copy.message.copies?.push(copy);
     this.#parking.park(copy);
-  }
-
-  /**
-   * On a slave: the master settled every copy of `message`, so every copy still held here goes
-   * (ready, delayed or waiting; a slave has none in flight).
-   */
-  dropMirrored(message: Message): void {
-    for (const copy of message.copies ?? []) {
-      if (this.#dropHeld(copy)) this.counters.acked++;
-    }
-  }
-
-  /** Takes a ready, waiting or delayed copy out and settles it; false for any other state. */
-  #dropHeld(copy: Copy): boolean {
-    if (copy.state === CopyState.READY) {
-      const pool = copy.group?.pools.get(copy.destination);
-      pool?.ready.delete(copy);
-      if (pool && pool.ready.length === 0) copy.group!.readyPools.delete(pool);
-    } else if (copy.state === CopyState.WAITING) this.#parking.waiting.delete(copy);
-    else if (copy.state !== CopyState.DELAYED) return false; // in flight or settled: nothing to drop
-    this.#settle(copy);
-    return true;
   }
 
   /**

@@ -10,6 +10,8 @@ import { Replication, type ReplicationOptions } from "../../../src/server/cluste
 import type { ReplicaLink } from "../../../src/server/cluster/replica.ts";
 import { EpochHistory } from "../../../src/server/cluster/history.ts";
 import { LogTail } from "../../../src/server/cluster/log_tail.ts";
+import { DELAYS_PER_FRAME, delaysInForce } from "../../../src/server/cluster/delay_notices.ts";
+import { setup as queueSetup } from "../_queue_harness.ts";
 
 class FakeLink implements ReplicaLink {
   frames: unknown[][] = [];
@@ -209,5 +211,58 @@ describe("Replication", () => {
     replication.tick();
     const removes = link.frames.filter((frame) => frame[0] === OP.REMOVE);
     expect(removes.map((frame) => frame[2])).toEqual([["a", "b"]]);
+  });
+
+  it("Replication tells its replicas of a delayed requeue as the ms left, after the entries queued before it, with no log index", () => {
+    const { replication, advance } = setup(2);
+    const link = new FakeLink("s1");
+    replication.attach(link, undefined, () => snapshot([]));
+    replication.ack(link, link.lastSeq());
+    link.backlogBytes = 1 << 30; // its socket takes nothing for now: what follows waits, in order
+    const index = replication.append(message("m"));
+    replication.delay("m", 1_000 + 5_000);
+    replication.delay("n", 1_000 + 250.4);
+    advance(100); // the burst ends a little later
+    replication.flush();
+    const stream = () => link.frames.filter((frame) => frame[0] === OP.APPEND || frame[0] === OP.DELAY);
+    expect(stream()).toEqual([]);
+
+    link.backlogBytes = 0;
+    replication.drained(link);
+    expect(stream().map((frame) => frame[0])).toEqual([OP.APPEND, OP.DELAY]);
+    expect(stream()[1]).toEqual([OP.DELAY, ["m", 4_900, "n", 151]]);
+    expect(replication.index).toBe(index); // not a log entry
+    replication.ack(link, index);
+    expect(replication.status()[0]).toMatchObject({ lagEntries: 0, lagMs: 0 });
+  });
+
+  it("Replication notes no delay while no replica is attached; one that attaches is told the delays in force after its catch-up", () => {
+    const t = queueSetup();
+    const consumer = t.consumer("a", ["x"], 10);
+    t.send("x");
+    t.send("x");
+    t.nackOldest(consumer, 30);
+    t.nackOldest(consumer, 2);
+    const { replication } = setup(1, { now: () => t.now, delaysInForce: () => delaysInForce([t.queue], t.now) });
+    replication.delay("m0", t.now + 30_000); // nobody to tell
+    replication.flush();
+
+    const link = new FakeLink("s1");
+    replication.attach(link, undefined, () => snapshot([message("held")]));
+    expect(link.ops).toEqual([OP.APPEND, OP.SYNCED, OP.DELAY]);
+    const pairs = link.frames[2]![1] as (string | number)[];
+    expect(new Map([[pairs[0], pairs[1]], [pairs[2], pairs[3]]])).toEqual(new Map<string | number, string | number>([["m0", 30_000], ["m1", 2_000]]));
+  });
+
+  it("Replication frames delays by the thousand", () => {
+    const { replication } = setup(1);
+    const link = new FakeLink("s1");
+    replication.attach(link, undefined, () => snapshot([]));
+    for (let i = 0; i < DELAYS_PER_FRAME + 1; i++) replication.delay(`m${i}`, 2_000);
+    expect(link.frames.filter((frame) => frame[0] === OP.DELAY).map((frame) => (frame[1] as unknown[]).length)).toEqual([2 * DELAYS_PER_FRAME]);
+    replication.flush();
+    const delays = link.frames.filter((frame) => frame[0] === OP.DELAY);
+    expect(delays.map((frame) => (frame[1] as unknown[]).length)).toEqual([2 * DELAYS_PER_FRAME, 2]);
+    expect(delays[1]![1]).toEqual([`m${DELAYS_PER_FRAME}`, 1_000]);
   });
 });
