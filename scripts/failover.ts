@@ -26,7 +26,9 @@
  * the end, when every one must be delivered: counted in the last line's confirmed and lost), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
  * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
  * (no consumer during the cycles: every message stays unacked, so each new master must hold
- * everything confirmed so far, including what was confirmed while it was down).
+ * everything confirmed so far, including what was confirmed while it was down), --nack-delay-ms D
+ * (the consumer nacks every tenth message once with a delay of D ms, and a line counts those
+ * delivered again before it was over: a new master holds them back as the old one did).
  */
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,7 +36,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { Client, type KittenError } from "../mod.ts";
 import { waitFor } from "../tests/helpers/broker.ts";
-import { countingInto, harnessClientOptions, tally } from "../tests/helpers/crash.ts";
+import { countingInto, harnessClientOptions, nackingOnce, tally } from "../tests/helpers/crash.ts";
 import { type EtcdCluster, startEtcd } from "../tests/helpers/etcd.ts";
 import { testKeysDirectory } from "../tests/helpers/keys.ts";
 import { mulberry32 } from "../tests/helpers/random.ts";
@@ -58,6 +60,7 @@ const { values } = parseArgs({
     "kill-publisher": { type: "boolean", default: false },
     verbose: { type: "boolean", default: false },
     "consume-at-end": { type: "boolean", default: false },
+    "nack-delay-ms": { type: "string", default: "0" },
   },
 });
 
@@ -71,7 +74,8 @@ type IntOption =
   | "min-isr"
   | "lease-ttl"
   | "memory-budget"
-  | "backlog";
+  | "backlog"
+  | "nack-delay-ms";
 const int = (name: IntOption, min: number, fallback?: number): number => {
   const value = values[name] === undefined ? fallback : Number(values[name]);
   if (value === undefined || !Number.isSafeInteger(value) || value < min) {
@@ -98,7 +102,12 @@ const MEMORY_BUDGET = values["memory-budget"] === undefined ? null : int("memory
 const CHANNEL = "failover/v1";
 /** Messages of 100 bytes sent before the cycles to a queue nobody consumes: the depth each failover must not pay for. */
 const BACKLOG = int("backlog", 0);
+const NACK_DELAY_MS = int("nack-delay-ms", 0);
 const random = mulberry32(SEED);
+if (NACK_DELAY_MS > 0 && AT_END) {
+  console.error("failover: --nack-delay-ms needs a consumer during the cycles (drop --consume-at-end)");
+  process.exit(2);
+}
 if (AUTO && !PEERS) {
   console.error("failover: --auto needs cluster.peers (drop --no-peers)");
   process.exit(2);
@@ -125,6 +134,8 @@ let restarts = 0;
 let sent = 0;
 let pending = 0;
 let publishing = true;
+/** The consumer's nacks with a delay (--nack-delay-ms), and the deliveries that came too early. */
+const nacking = nackingOnce(countingInto(received, "n"), NACK_DELAY_MS);
 /** Set at a kill: the first send made after it that is confirmed gives the failover time. */
 let killedAt: number | null = null;
 
@@ -317,8 +328,8 @@ async function main(): Promise<number> {
   if (AUTO) await waitFor(() => currentMaster(null) !== undefined, 30_000, "a master elected");
   if (PEERS) await waitFor(() => nodes.filter((n) => n.syncState === "in-sync").length >= MIN_ISR - 1, 30_000, "slaves in sync");
 
-  const consume = () =>
-    consumer.consume(`${CHANNEL}/*`, countingInto(received, "n"), { prefetch: 1000 }).ready;
+  const handler = NACK_DELAY_MS === 0 ? countingInto(received, "n") : nacking.handler;
+  const consume = () => consumer.consume(`${CHANNEL}/*`, handler, { prefetch: 1000 }).ready;
   await consumer.connect(clientOptions("failover-consumer"));
   if (!AT_END) await consume();
   let loop: Promise<void> = Promise.resolve();
@@ -381,6 +392,10 @@ async function main(): Promise<number> {
     console.log(`failover time (kill -9 → first send confirmed by the new master): p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms`);
   }
   if (lost.length > 0) console.log(`lost (first ${Math.min(20, lost.length)}): ${lost.slice(0, 20).join(", ")}`);
+  if (NACK_DELAY_MS > 0) {
+    const { nacked, early } = nacking.delays;
+    console.log(`delays: ${nacked} messages nacked with ${NACK_DELAY_MS} ms, ${early} delivered again before it was over`);
+  }
   if (restarts > 0) console.log(`of the ${failovers} kills, ${restarts} found no slave in sync: the master was restarted`);
   console.log(`failovers: ${failovers}, confirmed: ${expected.size + BACKLOG}, lost: ${lost.length + backlogLost}, duplicates: ${duplicates}`);
   return lost.length + backlogLost > 0 ? 1 : 0;

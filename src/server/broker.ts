@@ -16,7 +16,7 @@ import { Logger } from "./log.ts";
 import { Queue } from "./queue/queue.ts";
 import { Intake } from "./intake.ts";
 import { Stats } from "./stats/stats.ts";
-import { canPage, type QueueUsage, type Store, type StoredMessage } from "./store/store.ts";
+import { canPage, type QueueUsage, type Store } from "./store/store.ts";
 import { snapshotOf } from "./cluster/snapshot.ts";
 import type { Snapshot } from "./cluster/replica.ts";
 import { DeadLetters } from "./dead_letters.ts";
@@ -410,16 +410,7 @@ export class Broker {
    * another store's messages are all restored.
    */
   recover(): void {
-    if (this.store === null) return;
-    if (this.#pager === null) return this.#restore(this.store.load());
-    const total = this.#pager.recover();
-    if (total > 0) this.log.info("store", `recovered ${total} messages;in memory ${this.#resident()} of them, the rest read as needed`);
-  }
-
-  #resident(): number {
-    let live = 0;
-    for (const queue of this.queues.values()) live += queue.live;
-    return live;
+    this.#intake.recover();
   }
 
   /**
@@ -427,26 +418,12 @@ export class Broker {
    * operator's purge of the queue must remove besides the copies in memory. Returns how many.
    */
   purgePaged(queue: Queue, destination?: string): number {
-    const backlog = queue.backlog;
-    if (this.#pager === null || backlog.count === 0) return 0;
-    const purged = this.#pager.store.purgeFrom(queue.name, backlog.from, destination);
-    backlog.count = destination === undefined ? 0 : Math.max(0, backlog.count - purged);
-    backlog.recovered = Math.min(backlog.recovered, backlog.count);
-    return purged;
+    return this.#pager?.purge(queue, destination) ?? 0;
   }
 
   /** A queue's share of the store (rows and estimated bytes); zeros without a store that tracks it. */
   diskUsage(queueName: string): QueueUsage {
     return canPage(this.store) ? this.store.queueUsage(queueName) : { messages: 0, bytes: 0 };
-  }
-
-  /**
-   * Puts back messages in memory, in arrival order, unpaged: a store that cannot page, at start
-   * (every message not acked), or messages a peer sent.
-   */
-  #restore(records: Iterable<StoredMessage>): void {
-    const restored = this.#intake.restore(records);
-    if (restored > 0) this.log.info("store", `recovered ${restored} messages`);
   }
 
   /** Deliveries not yet acked, across queues. */

@@ -278,6 +278,23 @@ export class Intake {
   }
 
   /**
+   * At start, before the port opens: every message the store kept comes back. A store that pages
+   * leaves them on disk and each queue reads one page (a restart does not load the backlog);
+   * another store's messages are all restored.
+   */
+  recover(): void {
+    const store = this.host.store;
+    if (store === null) return;
+    const pager = this.host.pager();
+    const total = pager === null ? this.restore(store.load()) : pager.recover();
+    if (total === 0) return;
+    let resident = 0;
+    for (const queue of this.host.queues()) resident += queue.live;
+    const paged = pager === null ? "" : `;in memory ${resident} of them, the rest read as needed`;
+    this.host.log.info("store", `recovered ${total} messages${paged}`);
+  }
+
+  /**
    * Puts back in memory, in arrival order, every message a store that cannot page kept (waiting,
    * ready or in flight), at start. Returns how many.
    */

@@ -182,21 +182,9 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
   const kept = new Set<number>();
   const keptReceived = new Map<number, number>();
 
-  const nackedAt = new Map<number, number>();
-  let early = 0;
   const counting = countingInto(received, "n");
-  const consume = () =>
-    consumer.consume(`${CHANNEL}/*`, nackDelayMs === 0 ? counting : (error, message, done, info) => {
-      if (error) return;
-      const n = (message as { n: number }).n;
-      const at = nackedAt.get(n);
-      if (at === undefined && n % 10 === 0) {
-        nackedAt.set(n, Date.now());
-        return done(false, nackDelayMs / 1000);
-      }
-      if (at !== undefined && Date.now() < at + nackDelayMs) early++;
-      counting(error, message, done, info);
-    }, { prefetch: 1000 });
+  const nacking = nackingOnce(counting, nackDelayMs);
+  const consume = () => consumer.consume(`${CHANNEL}/*`, nackDelayMs === 0 ? counting : nacking.handler, { prefetch: 1000 });
 
   const publishLoop = async () => {
     while (publishing) {
@@ -279,7 +267,7 @@ export async function runCrashTest(options: CrashOptions): Promise<CrashResult> 
       rejectionCodes: [...rejectionCodes],
       restartMs,
       backlog: { confirmed: kept.size, lost: keptLost },
-      delays: { nacked: nackedAt.size, early },
+      delays: nacking.delays,
     };
   } finally {
     publishing = false;
@@ -325,6 +313,33 @@ export function countingInto(received: Map<number, number>, field: string): Cons
     received.set(n, (received.get(n) ?? 0) + 1);
     done();
   };
+}
+
+/**
+ * A consumer's handler that nacks every tenth message (by its `n`) once, with a delay of `delayMs`,
+ * hands every other delivery to `counting`, and counts the nacked ones delivered again before
+ * their delay was over (`delays.early`).
+ */
+export function nackingOnce(counting: ConsumeHandler, delayMs: number) {
+  const nackedAt = new Map<number, number>();
+  const delays = {
+    early: 0,
+    get nacked() {
+      return nackedAt.size;
+    },
+  };
+  const handler: ConsumeHandler = (error, message, done, info) => {
+    if (error) return;
+    const n = (message as { n: number }).n;
+    const at = nackedAt.get(n);
+    if (at === undefined && n % 10 === 0) {
+      nackedAt.set(n, Date.now());
+      return done(false, delayMs / 1000);
+    }
+    if (at !== undefined && Date.now() < at + delayMs) delays.early++;
+    counting(error, message, done, info);
+  };
+  return { handler, delays };
 }
 
 /** Options of the harness' clients: fast reconnects, room for twice the send window offline. */

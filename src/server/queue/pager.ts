@@ -84,6 +84,16 @@ export class Pager {
     setImmediate(() => this.#refillTurn(queue, budget));
   }
 
+  /** Deletes a queue's paged rows (of one destination id, or all) from the store; returns how many. */
+  purge(queue: Queue, destination?: string): number {
+    const backlog = queue.backlog;
+    if (backlog.count === 0) return 0;
+    const purged = this.store.purgeFrom(queue.name, backlog.from, destination);
+    backlog.count = destination === undefined ? 0 : Math.max(0, backlog.count - purged);
+    backlog.recovered = Math.min(backlog.recovered, backlog.count);
+    return purged;
+  }
+
   /**
    * At start: every stored message is paged (the store knows each queue's count without reading
    * the rows), then each queue reads its first page, so a restart costs one page per queue,
