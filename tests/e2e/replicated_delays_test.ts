@@ -7,6 +7,7 @@
 import { afterEach, expect, it } from "bun:test";
 import { type Received, recorder, waitFor } from "../helpers/broker.ts";
 import { type Peer, Peers } from "../helpers/peers.ts";
+import { type AppendOp, OP } from "../../src/protocol/mod.ts";
 
 const peers = new Peers();
 afterEach(() => peers.teardown());
@@ -117,4 +118,20 @@ it("cluster: the slave's store keeps a delay it was told: restarted as master, i
   clock.t += 50_000; // the minute is over
   await waitFor(() => got.length === 2, 5_000);
   expect(got[1]!.info.messageId).toBe(messageId);
+}, 30_000);
+
+it("cluster: a delayed message a queue move brings in (sent again at the fence) is held back by the target group's slaves too", async () => {
+  const { clock, master, slave } = await pair();
+  master.start();
+  slave.start();
+  await waitFor(() => slave.upstreamState === "in-sync", 10_000, "slave in sync");
+  const body = new Uint8Array([0xa1, 0x61, 0x6e, 0x01]); // {n: 1}
+  const moved = (id: string) => [OP.MOVE_APPEND as never, 1, id, "jobs/v1", "1", body, clock.t, 1, null] as AppendOp;
+  // One the target holds already (streamed before the fence), and one it receives only now.
+  await master.broker.acceptMoved(moved("held-before"));
+  await waitFor(() => mirrored(slave, "held-before") !== undefined, 5_000, "the slave holds the first");
+  await master.broker.acceptMoved(moved("held-before"), 30_000);
+  await master.broker.acceptMoved(moved("new-at-fence"), 20_000);
+  await waitFor(() => mirrored(slave, "new-at-fence")?.notBefore === clock.t + 20_000, 5_000, "the slave holds the second back");
+  expect(mirrored(slave, "held-before")?.notBefore).toBe(clock.t + 30_000);
 }, 30_000);
