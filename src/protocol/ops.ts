@@ -34,7 +34,7 @@ export const OP = {
   IN_SYNC: 55,
   RESUME: 56,
   CONFIRMED: 57,
-  DELAY: 58,
+  REQUEUED: 58,
   // source master → target master of a queue move (see move_ops.ts)
   MOVE_BEGIN: 60,
   MOVE_APPEND: 61,

@@ -50,10 +50,11 @@ export type ResumeOp = [typeof OP.RESUME, number, { from: number; to: number; hi
 /** [CONFIRMED, index]: every in-sync replica holds the log up to `index` (removals up to it may be applied). */
 export type ConfirmedOp = [typeof OP.CONFIRMED, number];
 /**
- * [DELAY, [messageId, msLeft, …]]: messages the master's consumers nacked with a delay, each due
- * `msLeft` ms from now. Not a log entry: no seq, nothing acknowledged (see PROTOCOL.md).
+ * [REQUEUED, [messageId, deliveries, msLeft, …]]: messages the master took back from a consumer
+ * (a nack, or an ack deadline passed), each delivered `deliveries` times so far and due again
+ * `msLeft` ms from now (0: at once). Not a log entry: no seq, nothing acknowledged (PROTOCOL.md).
  */
-export type DelayOp = [typeof OP.DELAY, (string | number)[]];
+export type RequeuedOp = [typeof OP.REQUEUED, (string | number)[]];
 /** [APPEND, seq, messageId, queue, destination, body, created, deliveries, deadLetter or null] */
 export type AppendOp = [
   typeof OP.APPEND,
@@ -132,15 +133,17 @@ export function checkConfirmed(v: unknown[]): ConfirmedOp {
   return v as ConfirmedOp;
 }
 
-export function checkDelay(v: unknown[]): DelayOp {
-  const pairs = v[1];
-  if (!Array.isArray(pairs) || pairs.length % 2 !== 0 || pairs.length > 2 * MAX_REMOVE_LIST) {
-    throw bad("delay", `expected [messageId, msLeft, …] with at most ${MAX_REMOVE_LIST} messages`);
+export function checkRequeued(v: unknown[]): RequeuedOp {
+  const triples = v[1];
+  if (!Array.isArray(triples) || triples.length % 3 !== 0 || triples.length > 3 * MAX_REMOVE_LIST) {
+    throw bad("requeued", `expected [messageId, deliveries, msLeft, …] with at most ${MAX_REMOVE_LIST} messages`);
   }
-  for (let i = 0; i < pairs.length; i += 2) {
-    if (typeof pairs[i] !== "string" || !isUint(pairs[i + 1])) throw bad("delay", "each message is a messageId and an unsigned msLeft");
+  for (let i = 0; i < triples.length; i += 3) {
+    if (typeof triples[i] !== "string" || !isUint(triples[i + 1]) || !isUint(triples[i + 2])) {
+      throw bad("requeued", "each message is a messageId, an unsigned delivery count and an unsigned msLeft");
+    }
   }
-  return v as DelayOp;
+  return v as RequeuedOp;
 }
 
 export function checkAppend(v: unknown[]): AppendOp {

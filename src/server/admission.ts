@@ -113,7 +113,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
       held.notBefore = host.now() + delayMs;
       // A message being stored has its INSERT still to run, which writes the delay; a stored one an UPDATE.
       if (!storing) intake.storeFor(queue)?.noteDelay(held.record ?? held, held.notBefore);
-      host.cluster.replication.delay(messageId, held.notBefore); // this group's slaves hold it back too
+      host.cluster.replication.requeued(messageId, held.deliveries, held.notBefore); // this group's slaves hold it back too
     }
     return storing?.commit ?? undefined;
   }
@@ -130,7 +130,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
   message.deadLetter = deadLetter ?? null;
   if (delayMs > 0) message.notBefore = host.now() + delayMs;
   const index = replication.append(message);
-  if (delayMs > 0) replication.delay(messageId, message.notBefore); // told after its APPEND
+  if (delayMs > 0) replication.requeued(messageId, deliveries, message.notBefore); // told after its APPEND
   const stored = intake.store(queue, message, index);
   const replicated = replication.waitFor(index, channelName);
   if (replicated === undefined) return stored;

@@ -140,7 +140,7 @@ export class Broker {
       acceptReplica: (op, generation) => this.#intake.replica(op, generation),
       nextSeq: () => this.#intake.seq,
       whereIs: (id) => this.#intake.whereIs(id),
-      delayMirrored: (id, at) => this.#intake.delayMirrored(id, at),
+      requeuedMirrored: (id, deliveries, at) => this.#intake.requeuedMirrored(id, deliveries, at),
       // Paged messages the master removed: read on past the budget to reach them (Pager.starving()).
       removalsWaiting: () => {
         for (const queue of this.queues.values()) if (queue.backlog.count > 0) this.#pager?.starving(queue);
@@ -378,7 +378,7 @@ export class Broker {
         onDelivered: (copy) => {
           this.#intake.storeFor(queue!)?.noteDelivery(copy.message.record ?? copy.message, copy.deliveries);
         },
-        onDelayed: (copy, at) => this.#intake.delayed(queue!, copy.message, at),
+        onTakenBack: (copy, at) => this.#intake.takenBack(queue!, copy, at),
         onSettled: (message) => {
           this.store?.remove(message.record ?? message);
           this.cluster.mirror.forget(message);

@@ -12,7 +12,7 @@ import { RecentIds } from "./dedup.ts";
 import { SharedSettlement } from "./shared_settlement.ts";
 import { RecentMap } from "../protocol/recent.ts";
 import type { Logger } from "./log.ts";
-import { Message } from "./queue/message.ts";
+import { type Copy, Message } from "./queue/message.ts";
 import type { Pager } from "./queue/pager.ts";
 import type { Queue } from "./queue/queue.ts";
 import type { BrokerCounters } from "./stats/stats.ts";
@@ -344,23 +344,33 @@ export class Intake {
     return this.store(queue, message);
   }
 
-  /** A copy was nacked with a delay: the store keeps it across restarts, and the slaves hold the message back too. */
-  delayed(queue: Queue, message: Message, at: number): void {
-    this.storeFor(queue)?.noteDelay(message.record ?? message, at);
-    if (this.host.cluster.isMaster) this.host.cluster.replication.delay(message.id, at);
+  /**
+   * A copy came back from its handler, due again at `at` (0: at once): the store keeps a delay
+   * across restarts, and the slaves count the delivery and hold the message back too.
+   */
+  takenBack(queue: Queue, copy: Copy, at: number): void {
+    const message = copy.message;
+    if (at > 0) this.storeFor(queue)?.noteDelay(message.record ?? message, at);
+    if (this.host.cluster.isMaster) this.host.cluster.replication.requeued(message.id, copy.deliveries, at);
   }
 
   /**
-   * On a slave: the master delayed a message until `at` (DELAY). Held in memory or being stored,
-   * it waits here too, and its row keeps the delay; held in the store only (paged), it does not.
+   * On a slave: the master requeued a message after `deliveries` deliveries, due again at `at`
+   * (REQUEUED). Held in memory or being stored, it is counted and held back here too, and its row
+   * keeps both; held in the store only (paged), it is not.
    */
-  delayMirrored(messageId: string, at: number): void {
+  requeuedMirrored(messageId: string, deliveries: number, at: number): void {
     const message = this.host.cluster.mirror.get(messageId) ?? this.#storing.get(messageId);
     if (message === undefined) return;
     const queue = this.host.queue(message.queue);
-    if (message.commit) message.notBefore = at; // queued once stored, and held back then
-    else queue.mirrored.delayed(message, at);
-    this.storeFor(queue)?.noteDelay(message.record ?? message, at);
+    const store = this.storeFor(queue);
+    if (message.commit) {
+      // Queued once stored: its copies start from these, and its INSERT writes them.
+      message.deliveries = Math.max(message.deliveries, deliveries);
+      if (at > 0) message.notBefore = at;
+    } else queue.mirrored.requeued(message, deliveries, at);
+    if (deliveries > 0) store?.noteDelivery(message.record ?? message, message.deliveries);
+    if (at > 0) store?.noteDelay(message.record ?? message, at);
   }
 
   /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */

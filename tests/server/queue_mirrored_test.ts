@@ -1,7 +1,8 @@
 /**
- * A slave's copies, held for its master (queue/mirrored_copies.ts): the master's nack with a delay
- * (DELAY) holds them back here too, so that a promotion does not hand a delayed message out early;
- * the master's removal and its consumers' mirrored acks still drop them.
+ * A slave's copies, held for its master (queue/mirrored_copies.ts): the master's requeues
+ * (REQUEUED) count the deliveries and hold delayed messages back here too, so that a promotion
+ * goes on as the master would have; the master's removal and its consumers' mirrored acks still
+ * drop them.
  */
 import { describe, expect, it } from "bun:test";
 import { Message } from "../../src/server/queue/message.ts";
@@ -38,7 +39,7 @@ describe("MirroredCopies", () => {
     const other = mirrored();
     expect(t.queue.depth()).toEqual({ ready: 2, inflight: 0, delayed: 0, waiting: 0 });
 
-    t.queue.mirrored.delayed(late, t.now + 5_000);
+    t.queue.mirrored.requeued(late, 1, t.now + 5_000);
     expect(late.notBefore).toBe(t.now + 5_000);
     expect(t.queue.depth()).toEqual({ ready: 1, inflight: 0, delayed: 1, waiting: 0 });
 
@@ -54,7 +55,7 @@ describe("MirroredCopies", () => {
     const { t, mirrored } = slave();
     const message = mirrored();
     expect(t.queue.depth().waiting).toBe(1);
-    t.queue.mirrored.delayed(message, t.now + 3_000);
+    t.queue.mirrored.requeued(message, 1, t.now + 3_000);
     expect(t.queue.depth().waiting).toBe(1); // held back when it is routed, not before
 
     promote(t);
@@ -71,8 +72,8 @@ describe("MirroredCopies", () => {
     sink.open = false;
     t.consumer("a", ["x"], 10, sink);
     const message = mirrored();
-    t.queue.mirrored.delayed(message, t.now + 1_000);
-    t.queue.mirrored.delayed(message, t.now + 4_000);
+    t.queue.mirrored.requeued(message, 1, t.now + 1_000);
+    t.queue.mirrored.requeued(message, 2, t.now + 4_000);
     t.advance(1_000);
     expect(t.queue.depth()).toEqual({ ready: 0, inflight: 0, delayed: 1, waiting: 0 });
     t.advance(3_000);
@@ -86,8 +87,8 @@ describe("MirroredCopies", () => {
     const a = t.consumer("a", ["x"], 10, sink);
     const removed = mirrored();
     const acked = mirrored();
-    t.queue.mirrored.delayed(removed, t.now + 1_000);
-    t.queue.mirrored.delayed(acked, t.now + 1_000);
+    t.queue.mirrored.requeued(removed, 1, t.now + 1_000);
+    t.queue.mirrored.requeued(acked, 1, t.now + 1_000);
     expect(t.queue.depth().delayed).toBe(2);
 
     t.queue.mirrored.removed(removed);
@@ -98,5 +99,23 @@ describe("MirroredCopies", () => {
     t.advance(1_000);
     expect(t.idsOf(a)).toEqual([]);
     expect(t.queue.live).toBe(0);
+  });
+
+  it("a requeue counts the deliveries: promoted, the next delivery is one more, and past requeueLimit the message is dead", () => {
+    const { t, mirrored } = slave();
+    const sink = t.sink();
+    sink.open = false;
+    const a = t.consumer("a", ["x"], 10, sink);
+    const counted = mirrored();
+    const dying = mirrored();
+    t.queue.mirrored.requeued(counted, 2, 0); // nacked at once twice, or twice past its ack deadline
+    t.queue.mirrored.requeued(dying, 4, 0); // requeueLimit is 5: nacked after its fifth delivery, it dies
+    t.queue.mirrored.requeued(counted, 1, 0); // an older count changes nothing
+    expect(t.queue.depth()).toEqual({ ready: 2, inflight: 0, delayed: 0, waiting: 0 });
+
+    promote(t, sink);
+    expect(t.log.map((d) => [d.id, d.deliveries])).toEqual([[counted.id, 3], [dying.id, 5]]);
+    t.queue.nack(t.inflight(a)[1]!, 0);
+    expect(t.dead).toEqual([{ id: dying.id, destination: "x", reason: "requeueLimit" }]);
   });
 });

@@ -16,7 +16,7 @@ import type { Config } from "../config/config.ts";
 import type { Logger } from "../log.ts";
 import type { Queue } from "../queue/queue.ts";
 import type { Store } from "../store/store.ts";
-import { delaysInForce } from "./delay_notices.ts";
+import { delaysInForce } from "./requeue_notices.ts";
 import { Mirror } from "./mirror.ts";
 import { LogPositions } from "./log_positions.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
@@ -48,8 +48,8 @@ export interface ClusterHost {
    * slave's memory may be full of messages nobody on the master consumes yet.
    */
   removalsWaiting(): void;
-  /** The master delayed a message (a nack with a delay) until `at`: held back here too. */
-  delayMirrored(messageId: string, at: number): void;
+  /** The master requeued a message delivered `deliveries` times, due again at `at` (0: at once): here too. */
+  requeuedMirrored(messageId: string, deliveries: number, at: number): void;
 }
 
 export interface ClusterStatus {
@@ -131,9 +131,12 @@ export class Cluster {
       sawEpoch: (epoch, master) => cluster.fence(epoch, master, "peer link"),
       append: (op, generation) => host.acceptReplica(op, generation),
       remove: (ids) => this.#drop(ids),
-      delayed: (pairs) => {
+      requeued: (triples) => {
         const now = host.now();
-        for (let i = 0; i < pairs.length; i += 2) host.delayMirrored(pairs[i] as string, now + (pairs[i + 1] as number));
+        for (let i = 0; i < triples.length; i += 3) {
+          const msLeft = triples[i + 2] as number;
+          host.requeuedMirrored(triples[i] as string, triples[i + 1] as number, msLeft === 0 ? 0 : now + msLeft);
+        }
       },
       synced: (generation, before, index, epochs) => {
         const dropped = this.mirror.reconcile(generation, before);

@@ -156,7 +156,7 @@ export class Replica {
   }
 
   /**
-   * Queues a frame that is not a log entry (DELAY): written in order with the entries, after the
+   * Queues a frame that is not a log entry (REQUEUED): written in order with the entries, after the
    * catch-up. It has no index and is never acknowledged, so it takes no lag sample.
    */
   notice(bytes: Uint8Array): void {

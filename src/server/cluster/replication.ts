@@ -10,7 +10,7 @@
  */
 import { encode, frame, KittenError, OP } from "../../protocol/mod.ts";
 import { ConfirmWaiters } from "./confirm_waiters.ts";
-import { DelayNotices, DELAYS_PER_FRAME } from "./delay_notices.ts";
+import { RequeueNotices, REQUEUES_PER_FRAME } from "./requeue_notices.ts";
 import { InSyncRecord, type PublishInSyncSet } from "./in_sync_record.ts";
 import type { Message } from "../queue/message.ts";
 import type { PeerPosition } from "../../protocol/peer_ops.ts";
@@ -49,7 +49,7 @@ export interface ReplicationOptions {
   keepsLog: () => boolean;
   /** After a start that did not follow a clean stop: the saved index, past which this log is unknown (log_positions.ts). */
   uncertainAfter?: () => number | null;
-  /** The DELAY frames of the delays in force, for a replica that attaches (delay_notices.ts). */
+  /** The REQUEUED frames of the delays in force, for a replica that attaches (requeue_notices.ts). */
   delaysInForce?: () => Iterable<Uint8Array>;
 }
 
@@ -82,7 +82,7 @@ export class Replication {
   /** Highest log index confirmed with replicas (a joining replica must hold at least that). */
   #confirmed = 0;
   #removals: string[] = [];
-  readonly #delays = new DelayNotices();
+  readonly #requeues = new RequeueNotices();
   readonly #record: InSyncRecord;
   /** Replicas that may have entries waiting for their socket (0: flush() has nothing to do). */
   #waiting = 0;
@@ -238,11 +238,14 @@ export class Replication {
     if (this.#removals.length >= 1000) this.#flushRemovals();
   }
 
-  /** A consumer nacked a message with a delay: the replicas hold it back too (delay_notices.ts). */
-  delay(messageId: string, at: number): void {
+  /**
+   * A message was taken back from its consumer after `deliveries` deliveries, due again at `at`
+   * (0: at once): the replicas count and hold it back too (requeue_notices.ts).
+   */
+  requeued(messageId: string, deliveries: number, at: number): void {
     if (this.#replicas.size === 0) return; // one that attaches later is told the delays in force
-    this.#delays.note(messageId, at);
-    if (this.#delays.size >= DELAYS_PER_FRAME) this.#flushDelays();
+    this.#requeues.note(messageId, deliveries, at);
+    if (this.#requeues.size >= REQUEUES_PER_FRAME) this.#flushRequeues();
   }
 
   /**
@@ -284,7 +287,7 @@ export class Replication {
    * frames of many ids.
    */
   flush(): void {
-    if (this.#delays.size > 0) this.#flushDelays();
+    if (this.#requeues.size > 0) this.#flushRequeues();
     this.#waiters.endBurst();
     this.#tellConfirmed(false);
     if (this.#waiting === 0) return;
@@ -374,7 +377,7 @@ export class Replication {
     this.#failWaiters(new KittenError("NOT_ENOUGH_REPLICAS", `Cannot confirm: ${reason}`));
     this.#replicas.clear();
     this.#removals = [];
-    this.#delays.clear();
+    this.#requeues.clear();
     this.#record.forget();
   }
 
@@ -393,8 +396,8 @@ export class Replication {
     }
   }
 
-  #flushDelays(): void {
-    const bytes = this.#delays.take(this.options.now());
+  #flushRequeues(): void {
+    const bytes = this.#requeues.take(this.options.now());
     for (const replica of this.#replicas.values()) {
       replica.notice(bytes);
       replica.pump();

@@ -12,7 +12,7 @@ import { connect, type Socket } from "node:net";
 import {
   checkAppend,
   checkConfirmed,
-  checkDelay,
+  checkRequeued,
   checkInSync,
   checkRemove,
   checkResume,
@@ -53,8 +53,8 @@ export interface UpstreamTarget {
   /** Stores a replicated message; a promise when its commit is pending. `generation` marks snapshot entries. */
   append(op: AppendOp, generation: number): void | Promise<void>;
   remove(ids: string[]): void;
-  /** The master delayed these messages: `messageId, msLeft` pairs (DELAY). */
-  delayed(pairs: (string | number)[]): void;
+  /** The master requeued these messages: `messageId, deliveries, msLeft` triples (REQUEUED). */
+  requeued(triples: (string | number)[]): void;
   /**
    * The snapshot of `generation` is complete; messages that arrived before `before` and were not
    * in it go. The log now stands at `index`, with the master's `history`.
@@ -373,8 +373,8 @@ export class Upstream {
         this.#removals.applyUpTo(this.#confirmed, (applied) => this.target.remove(applied));
         return seq;
       }
-      case OP.DELAY:
-        this.target.delayed(checkDelay(value)[1]);
+      case OP.REQUEUED:
+        this.target.requeued(checkRequeued(value)[1]);
         return -1; // not a log entry: nothing to acknowledge
       case OP.CONFIRMED: {
         const [, index] = checkConfirmed(value);

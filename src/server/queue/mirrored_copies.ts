@@ -2,8 +2,8 @@
  * A slave's copies of one queue, held for its master: the slave delivers nothing, so its copies
  * change only when the master says what happened to the master's own. A consumer's ack (mirrored
  * by the client, ACK_MIRROR) settles one copy; the master's removal (REMOVE) settles them all; a
- * nack with a delay (DELAY) holds them back, so that a promotion does not hand the message out
- * before the master would have.
+ * requeue (REQUEUED: a nack, or an ack deadline passed) counts the delivery and, with a delay,
+ * holds them back, so that a promotion goes on as the master would have.
  */
 import type { Deliveries } from "./deliveries.ts";
 import { takeOutOfPool } from "./groups.ts";
@@ -50,11 +50,15 @@ export class MirroredCopies {
   }
 
   /**
-   * The master's consumer nacked `message` with a delay, due at `at`. Ready copies wait in the
-   * delayed heap; waiting ones are held back when they are routed, and delayed ones when they
-   * are due (both read `notBefore`, as after a restart).
+   * The master took `message` back from its consumer after `deliveries` deliveries, due again at
+   * `at` (0: at once). Every copy counts them (a promotion's next delivery is one more). With a
+   * delay, ready copies wait in the delayed heap; waiting ones are held back when they are
+   * routed, and delayed ones when they are due (both read `notBefore`, as after a restart).
    */
-  delayed(message: Message, at: number): void {
+  requeued(message: Message, deliveries: number, at: number): void {
+    message.deliveries = Math.max(message.deliveries, deliveries);
+    for (const copy of message.copies ?? []) copy.deliveries = Math.max(copy.deliveries, deliveries);
+    if (at === 0) return;
     message.notBefore = at;
     for (const copy of message.copies ?? []) {
       if (copy.state !== CopyState.READY) continue;

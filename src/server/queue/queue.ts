@@ -27,8 +27,11 @@ export interface QueueHooks {
   now(): number;
   /** A copy was handed to a handler (the store keeps the count across restarts). */
   onDelivered?(copy: Copy): void;
-  /** A copy was nacked with a delay, due at `at` (ms; the store keeps it across restarts). */
-  onDelayed?(copy: Copy, at: number): void;
+  /**
+   * A copy came back from its handler (nacked, its ack deadline passed, or its handler left) and
+   * is requeued: at once (`at` 0), or once due at `at` (ms; the store keeps it across restarts).
+   */
+  onTakenBack?(copy: Copy, at: number): void;
   /** A copy left the queue without being acknowledged (after counting it). */
   onDead(copy: Copy, reason: DeadReason): void;
   /** Every copy of a message is settled: the store may forget it. */
@@ -287,10 +290,13 @@ export class Queue {
     this.#deliveries.end(copy);
     copy.handler = null;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
-    if (delaySeconds === 0) return this.#requeue(copy);
+    if (delaySeconds === 0) {
+      this.hooks.onTakenBack?.(copy, 0);
+      return this.#requeue(copy);
+    }
     const at = this.hooks.now() + delaySeconds * 1000;
     this.#deliveries.delay(copy, at);
-    this.hooks.onDelayed?.(copy, at);
+    this.hooks.onTakenBack?.(copy, at);
   }
 
   /** Redeliveries go to the back of their pool. */

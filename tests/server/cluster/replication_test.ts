@@ -10,7 +10,7 @@ import { Replication, type ReplicationOptions } from "../../../src/server/cluste
 import type { ReplicaLink } from "../../../src/server/cluster/replica.ts";
 import { EpochHistory } from "../../../src/server/cluster/history.ts";
 import { LogTail } from "../../../src/server/cluster/log_tail.ts";
-import { DELAYS_PER_FRAME, delaysInForce } from "../../../src/server/cluster/delay_notices.ts";
+import { delaysInForce, REQUEUES_PER_FRAME } from "../../../src/server/cluster/requeue_notices.ts";
 import { setup as queueSetup } from "../_queue_harness.ts";
 
 class FakeLink implements ReplicaLink {
@@ -213,30 +213,31 @@ describe("Replication", () => {
     expect(removes.map((frame) => frame[2])).toEqual([["a", "b"]]);
   });
 
-  it("Replication tells its replicas of a delayed requeue as the ms left, after the entries queued before it, with no log index", () => {
+  it("Replication tells its replicas of requeues (delivery count, ms left) after the entries queued before them, with no log index", () => {
     const { replication, advance } = setup(2);
     const link = new FakeLink("s1");
     replication.attach(link, undefined, () => snapshot([]));
     replication.ack(link, link.lastSeq());
     link.backlogBytes = 1 << 30; // its socket takes nothing for now: what follows waits, in order
     const index = replication.append(message("m"));
-    replication.delay("m", 1_000 + 5_000);
-    replication.delay("n", 1_000 + 250.4);
+    replication.requeued("m", 1, 1_000 + 5_000); // nacked with a delay
+    replication.requeued("n", 3, 1_000 + 250.4);
+    replication.requeued("o", 2, 0); // nacked at once, or its ack deadline passed
     advance(100); // the burst ends a little later
     replication.flush();
-    const stream = () => link.frames.filter((frame) => frame[0] === OP.APPEND || frame[0] === OP.DELAY);
+    const stream = () => link.frames.filter((frame) => frame[0] === OP.APPEND || frame[0] === OP.REQUEUED);
     expect(stream()).toEqual([]);
 
     link.backlogBytes = 0;
     replication.drained(link);
-    expect(stream().map((frame) => frame[0])).toEqual([OP.APPEND, OP.DELAY]);
-    expect(stream()[1]).toEqual([OP.DELAY, ["m", 4_900, "n", 151]]);
+    expect(stream().map((frame) => frame[0])).toEqual([OP.APPEND, OP.REQUEUED]);
+    expect(stream()[1]).toEqual([OP.REQUEUED, ["m", 1, 4_900, "n", 3, 151, "o", 2, 0]]);
     expect(replication.index).toBe(index); // not a log entry
     replication.ack(link, index);
     expect(replication.status()[0]).toMatchObject({ lagEntries: 0, lagMs: 0 });
   });
 
-  it("Replication notes no delay while no replica is attached; one that attaches is told the delays in force after its catch-up", () => {
+  it("Replication notes no requeue while no replica is attached; one that attaches is told the delays in force after its catch-up", () => {
     const t = queueSetup();
     const consumer = t.consumer("a", ["x"], 10);
     t.send("x");
@@ -244,25 +245,26 @@ describe("Replication", () => {
     t.nackOldest(consumer, 30);
     t.nackOldest(consumer, 2);
     const { replication } = setup(1, { now: () => t.now, delaysInForce: () => delaysInForce([t.queue], t.now) });
-    replication.delay("m0", t.now + 30_000); // nobody to tell
+    replication.requeued("m0", 1, t.now + 30_000); // nobody to tell
     replication.flush();
 
     const link = new FakeLink("s1");
     replication.attach(link, undefined, () => snapshot([message("held")]));
-    expect(link.ops).toEqual([OP.APPEND, OP.SYNCED, OP.DELAY]);
-    const pairs = link.frames[2]![1] as (string | number)[];
-    expect(new Map([[pairs[0], pairs[1]], [pairs[2], pairs[3]]])).toEqual(new Map<string | number, string | number>([["m0", 30_000], ["m1", 2_000]]));
+    expect(link.ops).toEqual([OP.APPEND, OP.SYNCED, OP.REQUEUED]);
+    const triples = link.frames[2]![1] as (string | number)[];
+    const told = new Map([[triples[0], triples.slice(1, 3)], [triples[3], triples.slice(4, 6)]]);
+    expect(told).toEqual(new Map([["m0", [1, 30_000]], ["m1", [1, 2_000]]]));
   });
 
-  it("Replication frames delays by the thousand", () => {
+  it("Replication frames requeues by the thousand", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
     replication.attach(link, undefined, () => snapshot([]));
-    for (let i = 0; i < DELAYS_PER_FRAME + 1; i++) replication.delay(`m${i}`, 2_000);
-    expect(link.frames.filter((frame) => frame[0] === OP.DELAY).map((frame) => (frame[1] as unknown[]).length)).toEqual([2 * DELAYS_PER_FRAME]);
+    for (let i = 0; i < REQUEUES_PER_FRAME + 1; i++) replication.requeued(`m${i}`, 1, 2_000);
+    const requeues = () => link.frames.filter((frame) => frame[0] === OP.REQUEUED);
+    expect(requeues().map((frame) => (frame[1] as unknown[]).length)).toEqual([3 * REQUEUES_PER_FRAME]);
     replication.flush();
-    const delays = link.frames.filter((frame) => frame[0] === OP.DELAY);
-    expect(delays.map((frame) => (frame[1] as unknown[]).length)).toEqual([2 * DELAYS_PER_FRAME, 2]);
-    expect(delays[1]![1]).toEqual([`m${DELAYS_PER_FRAME}`, 1_000]);
+    expect(requeues().map((frame) => (frame[1] as unknown[]).length)).toEqual([3 * REQUEUES_PER_FRAME, 3]);
+    expect(requeues()[1]![1]).toEqual([`m${REQUEUES_PER_FRAME}`, 1, 1_000]);
   });
 });

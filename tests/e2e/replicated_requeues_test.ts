@@ -1,7 +1,7 @@
 /**
- * Delayed requeues across a failover: a message the master's consumer nacked with a delay
+ * Requeues across a failover: a message the master's consumer nacked with a delay
  * (`done(false, s)`) waits out the rest of it on the slave that takes over, instead of being
- * delivered at once. In-process brokers that know each other through `cluster.peers`, on one
+ * delivered at once, and its deliveries are counted on (`nbRequeues`). In-process brokers that know each other through `cluster.peers`, on one
  * clock the test moves, so no test waits for a delay to pass.
  */
 import { afterEach, expect, it } from "bun:test";
@@ -52,7 +52,7 @@ async function servedAroundTheDelay(master: Peer) {
   return { got, consumer };
 }
 
-it("cluster: a message nacked with a delay on the master is held back by the slave promoted in its place until the delay is over", async () => {
+it("cluster: a message nacked with a delay on the master is held back by the slave promoted in its place until the delay is over, and counted on", async () => {
   const { clock, master, slave } = await pair();
   master.start();
   slave.start();
@@ -80,6 +80,7 @@ it("cluster: a message nacked with a delay on the master is held back by the sla
   await waitFor(() => got.length === 3, 5_000);
   expect(got[2]!.message).toEqual({ n: 1 });
   expect(got[2]!.info.messageId).toBe(messageId);
+  expect(got[2]!.info.nbRequeues).toBe(1); // the delivery before the failover counts
 }, 30_000);
 
 it("cluster: a slave that attaches after the nack is told the delays in force once it caught up", async () => {
@@ -95,7 +96,7 @@ it("cluster: a slave that attaches after the nack is told the delays in force on
   expect(depth(slave, "jobs/v1")?.waiting).toBe(1); // no consumer on the slave: held back when routed
 }, 30_000);
 
-it("cluster: the slave's store keeps a delay it was told: restarted as master, it holds the message back", async () => {
+it("cluster: the slave's store keeps a requeue it was told: restarted as master, it holds the message back and counts on", async () => {
   const { clock, master, slave } = await pair();
   master.start();
   slave.start();
@@ -118,6 +119,7 @@ it("cluster: the slave's store keeps a delay it was told: restarted as master, i
   clock.t += 50_000; // the minute is over
   await waitFor(() => got.length === 2, 5_000);
   expect(got[1]!.info.messageId).toBe(messageId);
+  expect(got[1]!.info.nbRequeues).toBe(1);
 }, 30_000);
 
 it("cluster: a delayed message a queue move brings in (sent again at the fence) is held back by the target group's slaves too", async () => {
