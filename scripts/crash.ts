@@ -72,8 +72,8 @@ if (result.restartMs.length > 0) {
 if (result.backlog.confirmed > 0) console.log(`backlog: ${result.backlog.confirmed} confirmed, ${result.backlog.lost} lost`);
 if (nackDelayMs > 0) {
   console.log(
-    `delays: ${result.delays.nacked} messages nacked with ${nackDelayMs} ms, ${result.delays.early} delivered again before it was over ` +
-      "(a nack still on its way, or not yet committed, when the broker was killed)",
+    `delays: ${result.delays.nacked} messages nacked with ${nackDelayMs} ms, ${result.delays.early} delivered again before it was over, ` +
+      `${result.delays.uncounted} with nbRequeues 0 (a nack still on its way, or not yet committed, when the broker was killed)`,
   );
 }
 if (result.lost > 0) console.log(`lost (first ${result.lostSample.length}): ${result.lostSample.join(", ")}`);

@@ -393,8 +393,11 @@ async function main(): Promise<number> {
   }
   if (lost.length > 0) console.log(`lost (first ${Math.min(20, lost.length)}): ${lost.slice(0, 20).join(", ")}`);
   if (NACK_DELAY_MS > 0) {
-    const { nacked, early } = nacking.delays;
-    console.log(`delays: ${nacked} messages nacked with ${NACK_DELAY_MS} ms, ${early} delivered again before it was over`);
+    const { nacked, early, uncounted } = nacking.delays;
+    console.log(
+      `delays: ${nacked} messages nacked with ${NACK_DELAY_MS} ms, ${early} delivered again before it was over, ` +
+        `${uncounted} with nbRequeues 0`,
+    );
   }
   if (restarts > 0) console.log(`of the ${failovers} kills, ${restarts} found no slave in sync: the master was restarted`);
   console.log(`failovers: ${failovers}, confirmed: ${expected.size + BACKLOG}, lost: ${lost.length + backlogLost}, duplicates: ${duplicates}`);

@@ -350,7 +350,7 @@ export class Intake {
    */
   takenBack(queue: Queue, copy: Copy, at: number): void {
     const message = copy.message;
-    if (at > 0) this.storeFor(queue)?.noteDelay(message.record ?? message, at);
+    if (at > 0) this.storeFor(queue)?.noteDelay(message.record ?? message, at, copy.deliveries);
     if (this.host.cluster.isMaster) this.host.cluster.replication.requeued(message.id, copy.deliveries, at);
   }
 
@@ -369,8 +369,8 @@ export class Intake {
       message.deliveries = Math.max(message.deliveries, deliveries);
       if (at > 0) message.notBefore = at;
     } else queue.mirrored.requeued(message, deliveries, at);
-    if (deliveries > 0) store?.noteDelivery(message.record ?? message, message.deliveries);
-    if (at > 0) store?.noteDelay(message.record ?? message, at);
+    if (at > 0) store?.noteDelay(message.record ?? message, at, deliveries);
+    else if (deliveries > 0) store?.noteDelivery(message.record ?? message, deliveries);
   }
 
   /** The store a queue's messages go to; null for a memory-only queue (or a broker with no store). */

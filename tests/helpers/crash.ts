@@ -138,7 +138,7 @@ export interface CrashResult {
   /** Backlog messages confirmed, and those not delivered at the end. */
   backlog: { confirmed: number; lost: number };
   /** Messages nacked with `nackDelayMs`, and those delivered again before it was over. */
-  delays: { nacked: number; early: number };
+  delays: { nacked: number; early: number; uncounted: number };
 }
 
 const CHANNEL = "crash/v1";
@@ -318,12 +318,14 @@ export function countingInto(received: Map<number, number>, field: string): Cons
 /**
  * A consumer's handler that nacks every tenth message (by its `n`) once, with a delay of `delayMs`,
  * hands every other delivery to `counting`, and counts the nacked ones delivered again before
- * their delay was over (`delays.early`).
+ * their delay was over (`delays.early`) or with a delivery count of 0 (`delays.uncounted`: the
+ * nacked delivery forgotten).
  */
 export function nackingOnce(counting: ConsumeHandler, delayMs: number) {
   const nackedAt = new Map<number, number>();
   const delays = {
     early: 0,
+    uncounted: 0,
     get nacked() {
       return nackedAt.size;
     },
@@ -337,6 +339,7 @@ export function nackingOnce(counting: ConsumeHandler, delayMs: number) {
       return done(false, delayMs / 1000);
     }
     if (at !== undefined && Date.now() < at + delayMs) delays.early++;
+    if (at !== undefined && info!.nbRequeues === 0) delays.uncounted++;
     counting(error, message, done, info);
   };
   return { handler, delays };

@@ -58,6 +58,12 @@ export class DeliveryCounts {
     this.#recentCounts.push(deliveries);
   }
 
+  /** A count written with the next commit, past the window (a nack with a delay: written with the delay). */
+  dueNow(message: StoredMessage, deliveries: number): void {
+    const noted = this.due.get(message);
+    if (noted === undefined || deliveries > noted) this.due.set(message, deliveries);
+  }
+
   /** A removed message: a count due for it is moot. (Those of the window are dropped when it ends.) */
   forget(message: StoredMessage): void {
     if (this.due.size > 0) this.due.delete(message);

@@ -41,9 +41,11 @@ export class MemoryStore implements Store {
     if (noted !== undefined && deliveries > noted.deliveries) noted.deliveries = deliveries;
   }
 
-  noteDelay(message: StoredMessage, notBefore: number): void {
+  noteDelay(message: StoredMessage, notBefore: number, deliveries = 0): void {
     const noted = this.#messages.get(this.#loaded.get(message) ?? message);
-    if (noted !== undefined) noted.notBefore = notBefore;
+    if (noted === undefined) return;
+    noted.notBefore = notBefore;
+    if (deliveries > noted.deliveries) noted.deliveries = deliveries;
   }
 
   load(): StoredMessage[] {

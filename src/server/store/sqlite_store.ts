@@ -203,12 +203,14 @@ export class SqliteStore implements PagingStore {
   }
 
   /**
-   * Remembers when a nacked message's delay ends (the appended or loaded object), for the next
-   * commit; no I/O here. Ignored for a closed store or a message it does not hold.
+   * Remembers when a nacked message's delay ends (the appended or loaded object), and the count
+   * it was nacked after, for the next commit; no I/O here. Ignored for a closed store or a
+   * message it does not hold.
    */
-  noteDelay(message: StoredMessage, notBefore: number): void {
+  noteDelay(message: StoredMessage, notBefore: number, deliveries = 0): void {
     if (this.#closed || message.position === undefined) return;
     this.#delays.note(message, notBefore);
+    if (deliveries > 0) this.#counts.dueNow(message, deliveries);
     this.#next.within(this.#commitIntervalMs);
   }
 

@@ -61,12 +61,13 @@ export interface Store {
    */
   noteDelivery(message: StoredMessage, deliveries: number): void;
   /**
-   * A copy of a message was nacked with a delay, due at `notBefore` (ms since epoch); given the
-   * appended (or loaded) object, like `remove`. The durable store writes it with its next commit
-   * (a nack is rarer than a delivery: no window); the latest noted wins. Messages the store does
-   * not hold are ignored.
+   * A copy of a message was nacked with a delay, due at `notBefore` (ms since epoch), after
+   * `deliveries` deliveries; given the appended (or loaded) object, like `remove`. The durable
+   * store writes both with its next commit (a nack is rarer than a delivery: no window, so a
+   * restart counts the nacked delivery too); the latest delay noted wins, the highest count.
+   * Messages the store does not hold are ignored.
    */
-  noteDelay(message: StoredMessage, notBefore: number): void;
+  noteDelay(message: StoredMessage, notBefore: number, deliveries?: number): void;
   /** Every message not yet removed, in arrival order (recovery at start), with `deliveries`, `deadLetter` and `notBefore` set. */
   load(): StoredMessage[];
   /** A small durable value (`epoch`), or null. */

@@ -86,3 +86,15 @@ it("SqliteStore.noteDelay() after close() is ignored, and close() writes the del
     expect(delaysOnDisk(directory)).toEqual({ [a!.id]: DUE + 1, [b!.id]: 0 });
   });
 });
+
+it("SqliteStore.noteDelay() writes the count the message was nacked after with the delay, without waiting for the delivery window", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 5, deliveryCountDelayMs: 60_000 }, async (store, directory) => {
+    const [a, b] = [1, 2].map((n) => storedMessage(n));
+    await Promise.all([store.append(a!), store.append(b!)]);
+    store.noteDelivery(b!, 1); // a delivery's count waits a minute
+    store.noteDelay(a!, DUE + 1, 3);
+    await waitFor(() => snapshotMessages(directory).find((row) => row.id === a!.id)?.notBefore === DUE + 1);
+    const rows = Object.fromEntries(snapshotMessages(directory).map((row) => [row.id, row.deliveries]));
+    expect(rows).toEqual({ [a!.id]: 3, [b!.id]: 0 });
+  });
+});

@@ -236,21 +236,21 @@ export function runStoreConformance(
     });
   });
 
-  it(`${name}: noteDelay() keeps the latest delay per message, and load() returns it (durable: after reopen)`, async () => {
+  it(`${name}: noteDelay() keeps the latest delay per message and the highest count, and load() returns them (durable: after reopen)`, async () => {
     await withStore(async (subject) => {
       const { store } = subject;
       const [a, b, c] = [1, 2, 3].map((n) => storedMessage(n));
       const moved = storedMessage(4, { notBefore: 1_800_000_000_400 }); // came delayed with a queue move
       for (const message of [a!, b!, c!, moved]) await store.append(message);
       store.noteDelay(a!, 1_800_000_000_100);
-      store.noteDelay(c!, 1_800_000_009_000);
-      store.noteDelay(c!, 1_800_000_000_300); // nacked again, with a shorter delay: the latest wins
+      store.noteDelay(c!, 1_800_000_009_000, 2);
+      store.noteDelay(c!, 1_800_000_000_300, 1); // nacked again, with a shorter delay: the latest wins
       const first = await recovered(subject);
-      expect(first.loaded.map((message) => [message.id, message.notBefore ?? 0])).toEqual([
-        [a!.id, 1_800_000_000_100],
-        [b!.id, 0],
-        [c!.id, 1_800_000_000_300],
-        [moved.id, 1_800_000_000_400],
+      expect(first.loaded.map((message) => [message.id, message.notBefore ?? 0, message.deliveries ?? 0])).toEqual([
+        [a!.id, 1_800_000_000_100, 0],
+        [b!.id, 0, 0],
+        [c!.id, 1_800_000_000_300, 2],
+        [moved.id, 1_800_000_000_400, 0],
       ]);
       // Delays go on on the loaded objects (recovered messages nacked again).
       first.store.noteDelay(first.loaded[1]!, 1_800_000_000_200);
