@@ -37,6 +37,8 @@ type Committing = [queue: Queue, message: Message, logIndex: number];
 
 /** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
 const UNLOGGED = 100_000;
+/** Requeues a slave keeps for messages it holds in its store only (paged) until they are read back. */
+const PAGED_REQUEUES = 10_000;
 
 export class Intake {
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
@@ -63,6 +65,8 @@ export class Intake {
    * of one is streamed before it is confirmed.
    */
   readonly #unlogged = new RecentMap<string, true>(UNLOGGED);
+  /** On a slave: requeues of messages held in the store only (paged), applied when they are read back. */
+  readonly #pagedRequeues = new RecentMap<string, [deliveries: number, at: number]>(PAGED_REQUEUES);
 
   constructor(readonly host: IntakeHost) {}
 
@@ -271,6 +275,7 @@ export class Intake {
     const message = this.#fromRecord(record);
     // The message stands for its row from now on (the store reads `position`): the record is not kept.
     message.position = record.position;
+    if (this.#pagedRequeues.size > 0) this.#pagedRequeue(queue, message);
     const mirror = this.#mirror(queue);
     mirror?.track(message);
     queue.admit(message, recovered);
@@ -356,19 +361,39 @@ export class Intake {
 
   /**
    * On a slave: the master requeued a message after `deliveries` deliveries, due again at `at`
-   * (REQUEUED). Held in memory or being stored, it is counted and held back here too, and its row
-   * keeps both; held in the store only (paged), it is not.
+   * (REQUEUED). It is counted and held back here too, and its row keeps both: at once when it is
+   * in memory or being stored, once it is read back when it is held in the store only (paged).
    */
   requeuedMirrored(messageId: string, deliveries: number, at: number): void {
     const message = this.host.cluster.mirror.get(messageId) ?? this.#storing.get(messageId);
-    if (message === undefined) return;
+    if (message === undefined) {
+      if (this.whereIs(messageId) !== "paged") return; // settled here already
+      const earlier = this.#pagedRequeues.get(messageId);
+      this.#pagedRequeues.set(messageId, [Math.max(deliveries, earlier?.[0] ?? 0), at]);
+      return;
+    }
     const queue = this.host.queue(message.queue);
-    const store = this.storeFor(queue);
     if (message.commit) {
       // Queued once stored: its copies start from these, and its INSERT writes them.
       message.deliveries = Math.max(message.deliveries, deliveries);
       if (at > 0) message.notBefore = at;
     } else queue.mirrored.requeued(message, deliveries, at);
+    this.#storeRequeue(queue, message, deliveries, at);
+  }
+
+  /** A paged message read back: a requeue the master told of meanwhile applies to it now. */
+  #pagedRequeue(queue: Queue, message: Message): void {
+    const requeue = this.#pagedRequeues.get(message.id);
+    if (requeue === undefined) return;
+    this.#pagedRequeues.delete(message.id);
+    const [deliveries, at] = requeue;
+    message.deliveries = Math.max(message.deliveries, deliveries);
+    if (at > 0) message.notBefore = at;
+    this.#storeRequeue(queue, message, deliveries, at);
+  }
+
+  #storeRequeue(queue: Queue, message: Message, deliveries: number, at: number): void {
+    const store = this.storeFor(queue);
     if (at > 0) store?.noteDelay(message.record ?? message, at, deliveries);
     else if (deliveries > 0) store?.noteDelivery(message.record ?? message, deliveries);
   }

@@ -6,16 +6,17 @@
  */
 import { afterEach, expect, it } from "bun:test";
 import { type Received, recorder, waitFor } from "../helpers/broker.ts";
-import { type Peer, Peers } from "../helpers/peers.ts";
+import { type Peer, Peers, sendAll } from "../helpers/peers.ts";
+import { canPage } from "../../src/server/store/store.ts";
 import { type AppendOp, OP } from "../../src/protocol/mod.ts";
 
 const peers = new Peers();
 afterEach(() => peers.teardown());
 
 /** Two brokers on one clock the test moves by hand (ms since epoch); the first is master. */
-async function pair() {
+async function pair(overrides: Record<string, unknown> = {}) {
   const clock = { t: 1_900_000_000_000 };
-  const [master, slave] = await peers.cluster(2);
+  const [master, slave] = await peers.cluster(2, overrides);
   for (const peer of [master!, slave!]) peer.now = () => clock.t;
   return { clock, master: master!, slave: slave! };
 }
@@ -136,4 +137,39 @@ it("cluster: a delayed message a queue move brings in (sent again at the fence) 
   await master.broker.acceptMoved(moved("new-at-fence"), 20_000);
   await waitFor(() => mirrored(slave, "new-at-fence")?.notBefore === clock.t + 20_000, 5_000, "the slave holds the second back");
   expect(mirrored(slave, "held-before")?.notBefore).toBe(clock.t + 30_000);
+}, 30_000);
+
+it("cluster: a requeue of a message the slave holds in its store only (paged) applies once the slave reads it back", async () => {
+  const budget = { channels: { "jobs/v1": { memoryBudgetBytes: 1024 } } }; // a few messages in memory, the rest paged
+  const { clock, master, slave } = await pair(budget);
+  master.start();
+  slave.start();
+  await waitFor(() => slave.upstreamState === "in-sync", 10_000, "slave in sync");
+  const { mq } = await peers.client([master.host]);
+  await sendAll(mq, "jobs/v1/1", 0, 100);
+  const held: Received[] = [];
+  const nacked: string[] = [];
+  await mq.consume("jobs/v1/1", (error, message, done, info) => {
+    if (error) return;
+    if ((message as { n: number }).n !== 99) return held.push({ message, info: info!, done, at: performance.now() });
+    nacked.push(info!.messageId);
+    done(false, 60);
+  }, { prefetch: 200 }).ready;
+  await waitFor(() => nacked.length === 1 && held.length === 99, 10_000, "every message delivered, the last nacked");
+  const last = nacked[0]!;
+  expect(mirrored(slave, last)).toBeUndefined(); // paged on the slave
+  // A send streamed after the requeue: once the slave holds it, it has read the requeue too.
+  await mq.send("jobs/v1/2", { n: 100 });
+  await waitFor(() => slave.live("jobs/v1") === 101, 5_000, "the slave holds the send that followed");
+  expect(mirrored(slave, last)).toBeUndefined();
+
+  for (const delivery of held) delivery.done(); // the slave drops them, and reads the rest back
+  await waitFor(() => mirrored(slave, last) !== undefined, 10_000, "the slave reads the last one back");
+  expect(mirrored(slave, last)!.notBefore).toBe(clock.t + 60_000);
+  expect(mirrored(slave, last)!.deliveries).toBe(1);
+  const store = slave.broker.store;
+  if (!canPage(store)) throw new Error("the slave's store pages");
+  const row = () => store.readQueue("jobs/v1", 0, 1_000).find((r) => r.id === last);
+  await waitFor(() => row()?.notBefore === clock.t + 60_000, 5_000, "the requeue on the slave's disk");
+  expect(row()!.deliveries).toBe(1);
 }, 30_000);
