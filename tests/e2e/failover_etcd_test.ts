@@ -90,6 +90,16 @@ function inProcess(spec: Spec, all: Spec[], endpoints: string[]): { server: Brok
   return { server, lines };
 }
 
+/** `error`, with what each broker process said last: a send that fails here is explained by them. */
+function withBrokerLines(error: unknown): unknown {
+  const tails = children.map((child, i) => {
+    const state = child.proc.exitCode !== null ? `exited ${child.proc.exitCode}` : child.proc.signalCode ? `killed ${child.proc.signalCode}` : "running";
+    return `broker ${i} (${state}):\n  ${child.output().trim().split("\n").slice(-15).join("\n  ")}`;
+  });
+  console.error(tails.join("\n"));
+  return error;
+}
+
 const firstAt = (lines: [number, string][], what: string) => lines.find(([, line]) => line.includes(what))?.[0];
 
 it("automatic failover: after kill -9 of the master, etcd elects an in-sync slave with no operator step, and nothing confirmed is lost", async () => {
@@ -116,7 +126,7 @@ it("automatic failover: after kill -9 of the master, etcd elects an in-sync slav
         confirmed.add(n);
         return;
       } catch (error) {
-        if ((error as KittenError).code !== "NOT_ENOUGH_REPLICAS") throw error;
+        if ((error as KittenError).code !== "NOT_ENOUGH_REPLICAS") throw withBrokerLines(error);
         await Bun.sleep(20);
       }
     }
