@@ -373,11 +373,9 @@ export class Intake {
       return;
     }
     const queue = this.host.queue(message.queue);
-    if (message.commit) {
-      // Queued once stored: its copies start from these, and its INSERT writes them.
-      message.deliveries = Math.max(message.deliveries, deliveries);
-      if (at > 0) message.notBefore = at;
-    } else queue.mirrored.requeued(message, deliveries, at);
+    // Being stored, it is queued once its commit ends: its copies start from the message's fields.
+    if (message.commit) message.requeued(deliveries, at);
+    else queue.mirrored.requeued(message, deliveries, at);
     this.#storeRequeue(queue, message, deliveries, at);
   }
 
@@ -387,8 +385,7 @@ export class Intake {
     if (requeue === undefined) return;
     this.#pagedRequeues.delete(message.id);
     const [deliveries, at] = requeue;
-    message.deliveries = Math.max(message.deliveries, deliveries);
-    if (at > 0) message.notBefore = at;
+    message.requeued(deliveries, at);
     this.#storeRequeue(queue, message, deliveries, at);
   }
 

@@ -60,8 +60,11 @@ export function setup(settings: Partial<QueueSettings> = {}) {
   const log: Delivery[] = [];
   const dead: { id: string; destination: string; reason: DeadReason }[] = [];
   const settled: string[] = [];
+  /** Copies taken back from their handler (the onTakenBack hook): id, delivery count, due time (0: at once). */
+  const takenBack: [id: string, deliveries: number, at: number][] = [];
   const queue = new Queue("orders/v1", { ...DEFAULTS, ...settings }, {
     now: () => now,
+    onTakenBack: (copy, at) => takenBack.push([copy.message.id, copy.deliveries, at]),
     onDead: (copy, reason) => dead.push({ id: copy.message.id, destination: copy.destination, reason }),
     onSettled: (message) => settled.push(message.id),
   });
@@ -88,6 +91,7 @@ export function setup(settings: Partial<QueueSettings> = {}) {
     log,
     dead,
     settled,
+    takenBack,
     get now() {
       return now;
     },

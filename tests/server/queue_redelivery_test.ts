@@ -123,6 +123,29 @@ describe("Queue", () => {
     expect(t.queue.hasTimers).toBe(false);
   });
 
+  // what the broker is told (the store, and the slaves: onTakenBack)
+
+  it("queue tells onTakenBack of every copy taken back and requeued (nack, with or without a delay, ack timeout, handler gone) with its count, and not of a dead one", () => {
+    const t = setup({ requeueInterval: 10, requeueLimit: 5 });
+    const a = t.consumer("A", ["X"], 10);
+    t.sendMany("X", 4);
+    t.nackOldest(a); // m0, at once
+    t.nackOldest(a, 30); // m1, due in 30 s
+    const delayedAt = t.now + 30_000;
+    expect(t.takenBack).toEqual([["m0", 1, 0], ["m1", 1, delayedAt]]);
+    t.advance(10_000); // m2, m3 and the redelivered m0 pass their ack deadline, and are delivered again
+    expect(t.takenBack.slice(2).sort()).toEqual([["m0", 2, 0], ["m2", 1, 0], ["m3", 1, 0]]);
+    t.queue.unsubscribe(a); // its handler leaves with them in flight
+    expect(t.takenBack.slice(5).map(([id, deliveries]) => [id, deliveries]).sort()).toEqual([["m0", 3], ["m2", 2], ["m3", 2]]);
+
+    const dying = setup({ requeueLimit: 1 });
+    const b = dying.consumer("B", ["X"], 1);
+    dying.send("X");
+    dying.nackOldest(b);
+    expect(dying.dead.map((d) => d.reason)).toEqual(["requeueLimit"]);
+    expect(dying.takenBack).toEqual([]);
+  });
+
   // requeueLimit
 
   it("queue.nack() past requeueLimit total deliveries makes the copy dead, counted, reported and settled", () => {

@@ -159,8 +159,7 @@ export class Replication {
     }
     this.#replicas.set(link, replica);
     for (const bytes of this.options.delaysInForce?.() ?? []) replica.notice(bytes); // written after its catch-up
-    replica.pump();
-    if (!replica.idle) this.#waiting++;
+    this.#pump(replica);
   }
 
   /** Where a slave at `position` catches up from: the index its log goes back to, or why it needs a snapshot. */
@@ -224,8 +223,7 @@ export class Replication {
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;
-      replica.pump();
-      if (!replica.idle) this.#waiting++;
+      this.#pump(replica);
     }
     // With no replica in sync nobody waits for one: the index is confirmed as it is written.
     return this.#replicas.size === 0 ? 0 : index;
@@ -293,16 +291,14 @@ export class Replication {
     if (this.#waiting === 0) return;
     this.#waiting = 0;
     for (const replica of this.#replicas.values()) {
-      replica.pump();
-      if (!replica.idle) this.#waiting++;
+      this.#pump(replica);
     }
   }
 
   /** A replica's socket drained: the stream goes on. */
   drained(link: ReplicaLink): void {
     const replica = this.#replicas.get(link);
-    replica?.pump();
-    if (replica && !replica.idle) this.#waiting++;
+    if (replica) this.#pump(replica);
   }
 
   /** Drops from the in-sync set the replicas that acknowledged nothing for `maxLagMs`. */
@@ -391,8 +387,7 @@ export class Replication {
     const now = this.options.now();
     for (const replica of this.#replicas.values()) {
       if (!replica.queue(index, bytes, now)) continue;
-      replica.pump();
-      if (!replica.idle) this.#waiting++;
+      this.#pump(replica);
     }
   }
 
@@ -400,9 +395,14 @@ export class Replication {
     const bytes = this.#requeues.take(this.options.now());
     for (const replica of this.#replicas.values()) {
       replica.notice(bytes);
-      replica.pump();
-      if (!replica.idle) this.#waiting++;
+      this.#pump(replica);
     }
+  }
+
+  /** Writes what the replica's socket takes; one left with more to write is looked at again at the next flush(). */
+  #pump(replica: Replica): void {
+    replica.pump();
+    if (!replica.idle) this.#waiting++;
   }
 
   /** Confirms every waiting send that every in-sync replica now holds. */

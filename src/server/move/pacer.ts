@@ -74,7 +74,7 @@ export class MovePacer {
   #rebase(ratios: readonly (number | null)[], scaled: readonly (number | null)[]): void {
     this.#lowSince = null;
     ratios.forEach((ratio, side) => {
-      const now = scaled[side]!;
+      const now = scaled[side] ?? null;
       if (ratio !== null && now !== null && now < REBASE_BELOW) this.#references[side] = ratio;
     });
   }

@@ -105,7 +105,10 @@ export class Message {
     if (value !== null || this.#rare !== NONE) this.#own().record = value;
   }
 
-  /** Deliveries before a restart (recovered messages): redeliveries continue the count. */
+  /**
+   * Deliveries made before it was queued here (a restart, a master that requeued it, a move's
+   * source): its copies' redeliveries continue the count.
+   */
   get deliveries(): number {
     return this.#rare.deliveries;
   }
@@ -141,14 +144,24 @@ export class Message {
   }
 
   /**
-   * A message nacked with a delay on the group a queue moved from: its copies here are not
-   * delivered before this time (ms; 0: no delay).
+   * A message nacked with a delay before it was queued here (a restart, a master, a move's
+   * source): its copies here are not delivered before this time (ms; 0: no delay).
    */
   get notBefore(): number {
     return this.#rare.notBefore;
   }
   set notBefore(value: number) {
     if (value !== 0 || this.#rare !== NONE) this.#own().notBefore = value;
+  }
+
+  /**
+   * Taken back from a consumer elsewhere (a master, before a restart) after `deliveries`
+   * deliveries, due again at `at` (0: at once): its copies go on from there. The highest count
+   * and the latest delay win.
+   */
+  requeued(deliveries: number, at: number): void {
+    if (deliveries > this.deliveries) this.deliveries = deliveries;
+    if (at > 0) this.notBefore = at;
   }
 
   /** On a slave: the master snapshot that last listed it (see Mirror.reconcile()). */

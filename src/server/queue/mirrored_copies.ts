@@ -56,10 +56,9 @@ export class MirroredCopies {
    * routed, and delayed ones when they are due (both read `notBefore`, as after a restart).
    */
   requeued(message: Message, deliveries: number, at: number): void {
-    message.deliveries = Math.max(message.deliveries, deliveries);
+    message.requeued(deliveries, at);
     for (const copy of message.copies ?? []) copy.deliveries = Math.max(copy.deliveries, deliveries);
     if (at === 0) return;
-    message.notBefore = at;
     for (const copy of message.copies ?? []) {
       if (copy.state !== CopyState.READY) continue;
       takeOutOfPool(copy);

@@ -290,13 +290,10 @@ export class Queue {
     this.#deliveries.end(copy);
     copy.handler = null;
     if (copy.deliveries >= this.settings.requeueLimit) return this.#kill(copy, "requeueLimit");
-    if (delaySeconds === 0) {
-      this.hooks.onTakenBack?.(copy, 0);
-      return this.#requeue(copy);
-    }
-    const at = this.hooks.now() + delaySeconds * 1000;
-    this.#deliveries.delay(copy, at);
+    const at = delaySeconds === 0 ? 0 : this.hooks.now() + delaySeconds * 1000;
     this.hooks.onTakenBack?.(copy, at);
+    if (at === 0) return this.#requeue(copy);
+    this.#deliveries.delay(copy, at);
   }
 
   /** Redeliveries go to the back of their pool. */
