@@ -356,17 +356,13 @@ async function main(): Promise<number> {
   await waitFor(() => pending === 0, 60_000, "every send confirmed or refused");
   if (AT_END) await consume();
   const expected = childPublisher ? childPublisher.confirmed() : confirmed;
-  await deliveredAll(expected);
+  await deliveredAll(expected, received, "confirmed messages");
   const { lost, duplicates, unconfirmedDelivered } = await tally(expected, received, 500);
   // Every backlog message survived every failover: the last master delivers each one.
   let backlogLost = 0;
   if (BACKLOG > 0) {
     await consumer.consume(`${BACKLOG_CHANNEL}/*`, countingInto(backlogReceived, "n"), { prefetch: 1000 }).ready;
-    const all = () => {
-      for (let n = 0; n < BACKLOG; n++) if (!backlogReceived.has(n)) return false;
-      return true;
-    };
-    await waitFor(all, 120_000 + BACKLOG / 10, "the backlog delivered").catch((error) => console.log(`warning: ${(error as Error).message}`));
+    await deliveredAll(Array.from({ length: BACKLOG }, (_, n) => n), backlogReceived, "backlog messages");
     for (let n = 0; n < BACKLOG; n++) if (!backlogReceived.has(n)) backlogLost++;
     console.log(`backlog: ${BACKLOG} confirmed, ${backlogLost} lost`);
   }
@@ -403,21 +399,21 @@ async function main(): Promise<number> {
 }
 
 /**
- * Waits until every confirmed message was delivered, for as long as deliveries go on: a consumer
- * far behind (a small memory budget) gets the time it needs, one that stopped gets 30 s.
+ * Waits until every one of `expected` is in `got`, for as long as deliveries go on: a consumer far
+ * behind (a small memory budget, a deep backlog) gets the time it needs, one that stopped gets 30 s.
  */
-async function deliveredAll(expected: Set<number>): Promise<void> {
+async function deliveredAll(expected: Iterable<number>, got: Map<number, number>, what: string): Promise<void> {
   const missing = new Set<number>();
-  for (const n of expected) if (!received.has(n)) missing.add(n);
+  for (const n of expected) if (!got.has(n)) missing.add(n);
   let left = missing.size;
   let progressAt = Date.now();
   while (missing.size > 0) {
-    for (const n of missing) if (received.has(n)) missing.delete(n);
+    for (const n of missing) if (got.has(n)) missing.delete(n);
     if (missing.size < left) {
       left = missing.size;
       progressAt = Date.now();
     } else if (Date.now() - progressAt > 30_000) {
-      console.log(`warning: ${missing.size} confirmed messages not delivered, and none delivered for 30 s`);
+      console.log(`warning: ${missing.size} ${what} not delivered, and none delivered for 30 s`);
       return;
     }
     await Bun.sleep(100);
