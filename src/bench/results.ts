@@ -60,6 +60,8 @@ export interface PublisherResult {
   maxBatch?: number;
   /** send() → confirmation, ms (publisher role). */
   confirmLatency?: { p50: number; p99: number } | null;
+  /** The same with the warm-up included (the paced publisher's only). */
+  confirmLatencyWholeRun?: { p50: number; p99: number } | null;
   maxBehindMs?: number;
   /** CPU used before the first send (process start, connect). */
   startCpu: { userMs: number; systemMs: number };
@@ -175,7 +177,8 @@ export function summarize(
     notes.push(`sent at ${published.achievedRate}/s, ≤${published.maxBatch}/batch`);
   }
   if (published.confirmLatency) {
-    notes.push(`confirm p50 ${published.confirmLatency.p50} ms p99 ${published.confirmLatency.p99} ms`);
+    const wholeRun = published.confirmLatencyWholeRun ? ` (whole run p99 ${published.confirmLatencyWholeRun.p99} ms)` : "";
+    notes.push(`confirm p50 ${published.confirmLatency.p50} ms p99 ${published.confirmLatency.p99} ms${wholeRun}`);
   }
   return {
     rate: Math.round(measured / measuredS),

@@ -173,3 +173,13 @@ test("summarize() takes the send → confirm p99 from the publisher (null when i
   expect(medianOf([timed, other, { ...timed, confirmP99: 7 }]).confirmP99).toBe(7);
   expect(medianOf([timed, untimed]).confirmP99).toBeNull();
 });
+
+test("summarize() notes the send → confirm p99 of the whole run beside the steady state's, when the publisher gives it", () => {
+  const steady = { p50: 0.6, p99: 2.7 };
+  const paced = summarize({ ...PUBLISHED, confirmLatency: steady, confirmLatencyWholeRun: { p50: 0.6, p99: 4.8 } }, RECEIVED, BEFORE, AFTER);
+  expect(paced.confirmP99).toBe(2.7); // the headline stays the steady state's
+  expect(paced.note).toContain("confirm p50 0.6 ms p99 2.7 ms (whole run p99 4.8 ms)");
+  const alone = summarize({ ...PUBLISHED, confirmLatency: steady }, RECEIVED, BEFORE, AFTER);
+  expect(alone.note).toContain("confirm p50 0.6 ms p99 2.7 ms");
+  expect(alone.note).not.toContain("whole run p99 4.8");
+});

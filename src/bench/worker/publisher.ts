@@ -151,6 +151,7 @@ export async function publishAtRate(options: WorkerOptions, io: WorkerIo, open: 
     achievedRate: Math.round(sent / ((lastSendAt - firstAt) / 1000)),
     maxConfirmMs: round(maxConfirmMs),
     confirmLatency: confirmMs.percentiles(warmup),
+    confirmLatencyWholeRun: confirmMs.percentiles(0),
     maxBatch,
     maxBehindMs: round(maxBehindMs),
   });
