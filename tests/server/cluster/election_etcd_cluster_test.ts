@@ -41,7 +41,7 @@ describe("Election on a three-node etcd cluster", () => {
     expect(heir.election.epoch!).toBeGreaterThan(victim.elections()[0]!);
     await heir.election.publishIsr(["heir"]);
     expect(await heir.election.readIsr()).toEqual({ epoch: heir.election.epoch!, members: ["heir"] });
-  });
+  }, 60_000); // its waits add up to 31 s past a three-node etcd's start: each wait is the check, not the runner's timeout
 
   it("Election: a leader cut off from its etcd node steps down before another broker is elected", async () => {
     etcd = await startEtcdCluster(3);
@@ -71,7 +71,7 @@ describe("Election on a three-node etcd cluster", () => {
     await waitFor(() => old.election.leader?.id === "next", 15_000, "old sees next lead");
     expect(old.election.isLeader).toBe(false);
     expect(old.elections()).toHaveLength(1);
-  });
+  }, 60_000); // its waits add up to 45 s past a three-node etcd's start: each wait is the check, not the runner's timeout
 
   it("Election keeps its leader while the etcd node its renewals go through hangs (SIGSTOP)", async () => {
     etcd = await startEtcdCluster(3);
