@@ -146,6 +146,22 @@ export class Replica {
       this.#queuedAt.push(this.#lastSample);
     } else last[0] = index;
     this.queuedIndex = index;
+    return this.#withinBound();
+  }
+
+  /**
+   * Queues a frame that is not a log entry (REQUEUED): written in order with the entries, after the
+   * catch-up. It has no index and is never acknowledged, so it takes no lag sample; it counts
+   * towards the bound like an entry (false: the link was cut).
+   */
+  notice(bytes: Uint8Array): boolean {
+    this.#outbox.push(bytes);
+    this.#outboxBytes += bytes.length;
+    return this.#withinBound();
+  }
+
+  /** False, with the link cut, once more than `maxQueuedBytes` wait for the replica's socket. */
+  #withinBound(): boolean {
     if (this.#outboxBytes <= this.maxQueuedBytes) return true;
     this.link.fail(
       "REPLICA_TOO_SLOW",
@@ -153,15 +169,6 @@ export class Replica {
         `it reconnects and catches up again`,
     );
     return false;
-  }
-
-  /**
-   * Queues a frame that is not a log entry (REQUEUED): written in order with the entries, after the
-   * catch-up. It has no index and is never acknowledged, so it takes no lag sample.
-   */
-  notice(bytes: Uint8Array): void {
-    this.#outbox.push(bytes);
-    this.#outboxBytes += bytes.length;
   }
 
   /** The replica stored everything up to `index`. */

@@ -158,7 +158,8 @@ export class Replication {
       this.options.log("info", `peer=${link.peerId};catching up;snapshot=${taken.count} messages;index=${this.#index};because ${plan}`);
     }
     this.#replicas.set(link, replica);
-    for (const bytes of this.options.delaysInForce?.() ?? []) replica.notice(bytes); // written after its catch-up
+    // Written after its catch-up; a replica that cannot take them all is cut off, and attaches again.
+    for (const bytes of this.options.delaysInForce?.() ?? []) if (!replica.notice(bytes)) return;
     this.#pump(replica);
   }
 
@@ -394,8 +395,7 @@ export class Replication {
   #flushRequeues(): void {
     const bytes = this.#requeues.take(this.options.now());
     for (const replica of this.#replicas.values()) {
-      replica.notice(bytes);
-      this.#pump(replica);
+      if (replica.notice(bytes)) this.#pump(replica);
     }
   }
 

@@ -202,6 +202,19 @@ describe("Replication", () => {
     expect(link.failed).toContain('Cannot keep replicating to "s1": ');
   });
 
+  it("Replication counts requeue notices towards a replica's bound: a flood of nacks with a replica that reads nothing cuts it off", () => {
+    const { replication } = setup(1, { maxQueuedBytes: 64 * 1024 });
+    const link = new FakeLink("s1");
+    link.backlogBytes = 1 << 30; // its socket takes nothing: every frame waits
+    replication.attach(link, undefined, () => snapshot([]));
+    let frames = 0;
+    for (; frames < 100 && link.failed === null; frames++) {
+      for (let i = 0; i < REQUEUES_PER_FRAME; i++) replication.requeued(`a-rather-long-message-id.${frames}-${i}`, 1, 0);
+    }
+    expect(frames).toBeLessThan(100); // about 35 KB a frame: cut off after a couple of frames, not left to grow
+    expect(link.failed).toContain('Cannot keep replicating to "s1": ');
+  });
+
   it("Replication batches the removals of one tick in one REMOVE entry", () => {
     const { replication } = setup(1);
     const link = new FakeLink("s1");
