@@ -35,7 +35,14 @@ export const dialTcp: Dial = (host, port, tls, handlers) => {
   socket.setNoDelay(true);
   let failure: Error | null = null;
   let closed = false;
-  socket.on(tls ? "secureConnect" : "connect", () => handlers.open());
+  if (tls) socket.on("secureConnect", () => handlers.open());
+  socket.on("connect", () => {
+    if (reachedItself(socket)) {
+      // Held, the socket would keep the broker from listening on its own port: let go at once.
+      failure = new Error(`connect ECONNREFUSED ${host}:${port}: the connection reached itself (nobody listens there)`);
+      socket.destroy();
+    } else if (!tls) handlers.open();
+  });
   socket.on("data", (chunk: Uint8Array) => handlers.data(chunk));
   socket.on("error", (error: Error) => {
     failure = error;
@@ -54,3 +61,12 @@ export const dialTcp: Dial = (host, port, tls, handlers) => {
     },
   };
 };
+
+/**
+ * True for a TCP connection to the same host and port it came from: connecting to a local port
+ * nobody listens on, the operating system may pick that very port as the source and join the
+ * socket to itself (a "simultaneous open"). It then holds the port a broker restarting there needs.
+ */
+export function reachedItself(socket: Socket): boolean {
+  return socket.localPort !== undefined && socket.localPort === socket.remotePort && socket.localAddress === socket.remoteAddress;
+}
