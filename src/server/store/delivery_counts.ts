@@ -1,24 +1,30 @@
 /**
  * Delivery counts waiting to be written by the durable store (sqlite_store.ts).
  *
- * A delivery notes its count here (`note()`: two array pushes on the hot path, no I/O, no map).
- * Counts gather in a window of `delayMs`; when it ends, the counts of the messages still stored
- * (a removed message has no `position` any more) move to `due`, the highest per message, and the
- * next commit writes them: an UPDATE for a stored row, the INSERT for a pending append. A consumer
- * acks most deliveries within the window, and such a count never costs a write, nor even a map
- * entry: an ack does not look for its message here.
+ * A delivery notes its count here (`note()`: two array pushes on the hot path, no I/O, no map,
+ * no clock). Each commit stamps the counts noted since the one before with its time (`ripen()`):
+ * a count is at least as old as its stamp. Once a stamp is `delayMs` old, the counts under it
+ * whose message the store still holds (a removed message has no `position` any more) move to
+ * `due`, the highest per message, and the next commit writes them: an UPDATE for a stored row,
+ * the INSERT for a pending append. A consumer acks most deliveries well within `delayMs`, and
+ * such a count never costs a write, nor even a map entry: an ack does not look for its message
+ * here. A count is written between `delayMs` and `delayMs` plus the time between two commits
+ * after its delivery.
  */
 import type { StoredMessage } from "./store.ts";
 
 /**
  * What the broker passes as `deliveryCountDelayMs`: delivery counts are written for messages
- * still unacked this long after they were noted (a window of this length, written at the first
- * commit after it ends). A consumer acks most deliveries well within it, and such a count never
- * costs an UPDATE: drained at full speed with the counts written at the next commit, about four
- * deliveries in ten were still unacked then and cost one. A kill -9 may lose the counts of the
- * last window (a redelivery then shows one requeue less); a clean stop writes them.
+ * still unacked this long after their delivery. A consumer acks most deliveries well within it,
+ * and such a count never costs an UPDATE: drained at full speed with the counts written at the
+ * next commit, about four deliveries in ten were still unacked then and cost one. A kill -9 may
+ * lose the counts of about the last `DELIVERY_COUNT_DELAY_MS` (a redelivery then shows one
+ * requeue less); a clean stop writes them.
  */
 export const DELIVERY_COUNT_DELAY_MS = 100;
+
+/** Below this many counts consumed from the front, the arrays are not compacted. */
+const COMPACT_AFTER = 1024;
 
 /** What one commit writes: UPDATEs (seq, count pairs) and the messages they are for. */
 export interface CountUpdates {
@@ -32,59 +38,93 @@ export interface CountUpdates {
 export class DeliveryCounts {
   /** Counts the next commit writes: the highest per message (appended or loaded object). */
   due = new Map<StoredMessage, number>();
-  /** Counts noted in the current window, in order; a message may appear more than once. */
+  /** Counts noted and not due yet, in order from `#head`; a message may appear more than once. */
   #recent: StoredMessage[] = [];
   #recentCounts: number[] = [];
-  /** When the current window started (performance.now() ms). */
-  #windowStart = 0;
+  #head = 0;
+  /** Stamps, oldest first from `#stampHead`: the counts before index `#stampEnds[i]` were noted before `#stampTimes[i]`. */
+  #stampEnds: number[] = [];
+  #stampTimes: number[] = [];
+  #stampHead = 0;
+  /** Where the counts not stamped yet begin. */
+  #stamped = 0;
 
-  constructor(readonly delayMs: number) {}
+  constructor(readonly delayMs: number, readonly now: () => number = () => performance.now()) {}
 
-  /** Messages with a count not written yet (those of the window counted once, removed ones not). Not for the hot path. */
+  /** Messages with a count not written yet (those noted counted once, removed ones not). Not for the hot path. */
   get pending(): number {
-    if (this.#recent.length === 0) return this.due.size;
+    if (!this.hasRecent) return this.due.size;
     const stored = new Set<StoredMessage>();
-    for (const message of this.#recent) if (message.position !== undefined) stored.add(message);
+    for (let i = this.#head; i < this.#recent.length; i++) {
+      const message = this.#recent[i]!;
+      if (message.position !== undefined && !this.due.has(message)) stored.add(message);
+    }
     return this.due.size + stored.size;
   }
 
+  /** Counts noted and not due yet. */
   get hasRecent(): boolean {
-    return this.#recent.length > 0;
+    return this.#recent.length > this.#head;
   }
 
-  note(message: StoredMessage, deliveries: number): void {
-    if (this.#recent.length === 0) this.#windowStart = performance.now();
+  /** Notes a delivery's count; true when it is the first since the last stamp (a commit should come soon to stamp it). */
+  note(message: StoredMessage, deliveries: number): boolean {
+    const first = this.#recent.length === this.#stamped;
     this.#recent.push(message);
     this.#recentCounts.push(deliveries);
+    return first;
   }
 
-  /** A count written with the next commit, past the window (a nack with a delay: written with the delay). */
+  /** A count written with the next commit, past the delay (a nack with a delay: written with the delay). */
   dueNow(message: StoredMessage, deliveries: number): void {
     const noted = this.due.get(message);
     if (noted === undefined || deliveries > noted) this.due.set(message, deliveries);
   }
 
-  /** A removed message: a count due for it is moot. (Those of the window are dropped when it ends.) */
+  /** A removed message: a count due for it is moot. (Those not due yet are dropped when they ripen.) */
   forget(message: StoredMessage): void {
     if (this.due.size > 0) this.due.delete(message);
   }
 
-  /** Ends the current window once it is `delayMs` old, or at once with `force`: its counts become due. */
-  closeWindow(force: boolean): void {
+  /**
+   * A commit begins: the counts noted since the last one are stamped with this time, and those
+   * under a stamp at least `delayMs` old (every one with `force`) become due.
+   */
+  ripen(force: boolean): void {
     const recent = this.#recent;
-    if (recent.length === 0) return;
-    if (!force && performance.now() - this.#windowStart < this.delayMs) return;
+    if (recent.length === this.#head) return;
+    const now = this.now();
+    if (recent.length > this.#stamped) {
+      this.#stampEnds.push(recent.length);
+      this.#stampTimes.push(now);
+      this.#stamped = recent.length;
+    }
+    let end = this.#head;
+    if (force) {
+      end = recent.length;
+      this.#stampHead = this.#stampEnds.length;
+    } else {
+      const ends = this.#stampEnds;
+      const times = this.#stampTimes;
+      while (this.#stampHead < ends.length && now - times[this.#stampHead]! >= this.delayMs) end = ends[this.#stampHead++]!;
+    }
     const counts = this.#recentCounts;
     const due = this.due;
-    for (let i = 0; i < recent.length; i++) {
+    for (let i = this.#head; i < end; i++) {
       const message = recent[i]!;
       if (message.position === undefined) continue; // removed (acked) meanwhile: nothing to write
       const count = counts[i]!;
       const noted = due.get(message);
       if (noted === undefined || count > noted) due.set(message, count);
     }
-    this.#recent = [];
-    this.#recentCounts = [];
+    this.#head = end;
+    this.#compact();
+  }
+
+  /** When the oldest stamped counts become due (ms from now), or null when none are stamped. */
+  nextDueInMs(): number | null {
+    if (this.#stampHead === this.#stampEnds.length) return null;
+    return Math.max(0, this.#stampTimes[this.#stampHead]! + this.delayMs - this.now());
   }
 
   /**
@@ -135,7 +175,35 @@ export class DeliveryCounts {
 
   clear(): void {
     this.due.clear();
+    this.#dropRecent();
+  }
+
+  /** Drops what the front of the arrays no longer needs, once it is most of them. */
+  #compact(): void {
+    const head = this.#head;
+    if (head === this.#recent.length) {
+      this.#dropRecent();
+      return;
+    }
+    if (head < COMPACT_AFTER || head * 2 < this.#recent.length) return;
+    this.#recent = this.#recent.slice(head);
+    this.#recentCounts = this.#recentCounts.slice(head);
+    const ends = this.#stampEnds.slice(this.#stampHead);
+    for (let i = 0; i < ends.length; i++) ends[i] = ends[i]! - head;
+    this.#stampEnds = ends;
+    this.#stampTimes = this.#stampTimes.slice(this.#stampHead);
+    this.#stampHead = 0;
+    this.#stamped -= head;
+    this.#head = 0;
+  }
+
+  #dropRecent(): void {
     this.#recent = [];
     this.#recentCounts = [];
+    this.#head = 0;
+    this.#stampEnds = [];
+    this.#stampTimes = [];
+    this.#stampHead = 0;
+    this.#stamped = 0;
   }
 }

@@ -198,8 +198,8 @@ export class SqliteStore implements PagingStore {
    */
   noteDelivery(message: StoredMessage, deliveries: number): void {
     if (this.#closed) return;
-    this.#counts.note(message, deliveries);
-    this.#next.within(Math.max(this.#commitIntervalMs, this.#counts.delayMs));
+    // The first count since the last commit asks for one soon: it stamps when they were noted.
+    if (this.#counts.note(message, deliveries)) this.#next.within(this.#commitIntervalMs);
   }
 
   /**
@@ -354,7 +354,7 @@ export class SqliteStore implements PagingStore {
   readonly #flush = (): void => {
     this.#next.clear();
     const counts = this.#counts;
-    counts.closeWindow(this.#forceCounts);
+    counts.ripen(this.#forceCounts);
     const appends = this.#appends;
     const removes = this.#removes;
     const batch = this.#batch;
@@ -370,7 +370,7 @@ export class SqliteStore implements PagingStore {
     const operations = appends.size + deletes + updateCount + delayCount;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
-      if (counts.hasRecent) this.#next.within(Math.max(this.#commitIntervalMs, counts.delayMs));
+      this.#comeBackForCounts();
       return;
     }
     const started = performance.now();
@@ -418,13 +418,19 @@ export class SqliteStore implements PagingStore {
     this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
     this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
     if (this.#removes.length > 0 || written.deferred || delays.deferred) this.#next.soon();
-    else if (counts.hasRecent) this.#next.within(Math.max(this.#commitIntervalMs, counts.delayMs));
+    else this.#comeBackForCounts();
     if (!this.#healthy) {
       this.#healthy = true;
       this.#log.info("store", `directory=${this.directory};store writable again`);
     }
     batch?.resolve();
   };
+
+  /** Delivery counts not due yet: a commit comes back when the oldest are (delivery_counts.ts). */
+  #comeBackForCounts(): void {
+    const dueInMs = this.#counts.nextDueInMs();
+    if (dueInMs !== null) this.#next.within(Math.max(this.#commitIntervalMs, dueInMs));
+  }
 
   /**
    * A commit holding appends is fsynced (`synchronous=FULL`); one holding only removes and
