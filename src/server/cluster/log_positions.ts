@@ -8,7 +8,8 @@
  * a lower index costs a few entries more and never changes the outcome. A master saves the index
  * every in-sync replica holds and its own store committed (a restarted master then never claims
  * entries the next master may lack); a slave saves the index it acknowledged. Saved about once a
- * second: each save is a small synchronous write.
+ * second, with the store's next commit (a crash before it leaves the older index, still a lower
+ * bound); a new history, and the positions a resume, a snapshot or a stop set, are written at once.
  *
  * A stop that saved the position says so (`logClean`). After a kill -9 the index saved is older
  * than the log this broker went on to write: its store may hold messages of entries after it, and
@@ -41,6 +42,8 @@ export class LogPositions {
   uncertainAfter: number | null = null;
   #saved: number;
   #savedAt = 0;
+  /** The history as last written (JSON). */
+  #savedHistory = "";
 
   constructor(
     readonly store: Store | null,
@@ -48,6 +51,7 @@ export class LogPositions {
   ) {
     const { history, index, clean } = this.#load();
     this.history = new EpochHistory(history);
+    this.#savedHistory = JSON.stringify(history);
     this.storedIndex = index;
     this.#saved = index;
     this.tail = new LogTail(Math.max(0, index));
@@ -132,7 +136,9 @@ export class LogPositions {
     this.#saved = index;
     if (!this.store) return;
     try {
-      this.store.setMeta(HISTORY_KEY, JSON.stringify(this.history.epochs));
+      const history = JSON.stringify(this.history.epochs);
+      this.store.setMeta(HISTORY_KEY, history);
+      this.#savedHistory = history;
       this.store.setMeta(INDEX_KEY, index);
     } catch (error) {
       // A full or failing disk: the older position stays, which is still a lower bound.
@@ -140,11 +146,24 @@ export class LogPositions {
     }
   }
 
-  /** Writes `index` when it moved and the last write is old enough. */
+  /**
+   * Writes `index` when it moved and the last write is old enough, with the store's next commit.
+   * A history that changed since it was written goes at once, before the index it covers.
+   */
   saveSoon(index: number, now: number): void {
     if (index === this.#saved || now - this.#savedAt < SAVE_EVERY_MS) return;
     this.#savedAt = now;
-    this.save(index);
+    if (!this.store) {
+      this.#saved = index;
+      return;
+    }
+    if (JSON.stringify(this.history.epochs) !== this.#savedHistory) return this.save(index);
+    try {
+      this.store.setMetaWithNextCommit(INDEX_KEY, index);
+      this.#saved = index;
+    } catch (error) {
+      this.log("warn", `cannot save the replication position ${index}: ${(error as Error).message}`);
+    }
   }
 
   #load(): { history: EpochStart[]; index: number; clean: boolean } {

@@ -67,6 +67,10 @@ export class MemoryStore implements Store {
     this.#meta.set(key, value);
   }
 
+  setMetaWithNextCommit(key: string, value: string | number): void {
+    this.#meta.set(key, value);
+  }
+
   close(): void {
     this.#messages.clear();
   }

@@ -13,11 +13,12 @@
  *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
  *   resolves once the commit is on disk. Removes alone wait for `commitIntervalMs` (or ride along
  *   with the next appends): nobody waits for them, and their commits are not fsynced (see
- *   #syncOnCommit: a process killed keeps them, as the OS has them; power loss may bring acked
+ *   CommitSync in database.ts: a process killed keeps them, as the OS has them; power loss may bring acked
  *   messages back).
  * - `"batch"` mode: `append` returns nothing (the broker confirms at once) and everything is
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
+ * - Meta values: `setMeta` writes at once, `setMetaWithNextCommit` with the next commit (meta_values.ts).
  * - Delivery counts (`noteDelivery`) are written for messages still unacked a while after their
  *   delivery (delivery_counts.ts); a nack's delay (`noteDelay`) with the next commit (pending_delays.ts).
  *
@@ -38,10 +39,11 @@ import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { describe, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
+import { CommitSync, describe, describeStats, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { CommitTimer } from "./commit_timer.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
-import { getMeta, type MetaValue, setMeta, STORE_FILE } from "./record.ts";
+import { type MetaValue, STORE_FILE } from "./record.ts";
+import { MetaValues } from "./meta_values.ts";
 import { HeldIds } from "./held_ids.ts";
 import { PendingDelays } from "./pending_delays.ts";
 import { RowWrites } from "./row_writes.ts";
@@ -94,6 +96,10 @@ export class SqliteStore implements PagingStore {
   readonly #counts: DeliveryCounts;
   /** Delayed requeues not written yet. */
   readonly #delays = new PendingDelays();
+  /** The meta table's values, and those for the next commit. */
+  readonly #meta: MetaValues;
+  /** Whether the next commit is fsynced. */
+  readonly #sync: CommitSync;
   /** Set while `#flushAll` commits everything: counts of the current window too. */
   #forceCounts = false;
   /** Fsync mode: the promise every pending append returned. */
@@ -106,8 +112,6 @@ export class SqliteStore implements PagingStore {
   #closed = false;
   /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
   #probedAt = -Infinity;
-  /** `synchronous=FULL` is in effect (see #syncOnCommit). */
-  #fullSync = true;
 
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
@@ -132,7 +136,9 @@ export class SqliteStore implements PagingStore {
     this.#writes = new RowWrites(db);
     this.#rows = new QueueRows(db);
     this.#ids = new HeldIds(db, opened.indexedById, this.#log, this.directory);
-    const beforeWrite = () => this.#syncOnCommit(false);
+    this.#meta = new MetaValues(db);
+    this.#sync = new CommitSync(db);
+    const beforeWrite = () => this.#sync.set(false);
     this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
@@ -144,7 +150,7 @@ export class SqliteStore implements PagingStore {
 
   /** Appends, removes, delivery counts and delays waiting for the next commit. */
   get pending(): number {
-    return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size;
+    return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size + this.#meta.pending;
   }
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
@@ -263,6 +269,13 @@ export class SqliteStore implements PagingStore {
     }
   }
 
+  /** Writes a meta value with the next commit (asked for within commitIntervalMs); the latest value per key wins. */
+  setMetaWithNextCommit(key: string, value: MetaValue): void {
+    this.#open();
+    this.#meta.setWithNextCommit(key, value);
+    this.#next.within(this.#commitIntervalMs);
+  }
+
   usage = (): Map<string, QueueUsage> => this.#rows.usage.all();
   queueUsage = (queue: string): QueueUsage => this.#rows.usage.get(queue);
 
@@ -285,14 +298,14 @@ export class SqliteStore implements PagingStore {
   /** A meta value (`epoch`, `store_version`, …), or null. */
   meta(key: string): MetaValue | null {
     this.#open();
-    return getMeta(this.#db, key);
+    return this.#meta.get(key);
   }
 
   /** Writes a meta value in its own transaction, on disk when this returns. */
   setMeta(key: string, value: MetaValue): void {
     this.#open();
     try {
-      setMeta(this.#db, key, value);
+      this.#meta.set(key, value);
     } catch (error) {
       throw this.#unavailable(error);
     }
@@ -314,12 +327,8 @@ export class SqliteStore implements PagingStore {
     this.#ids.clear();
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
     this.#delays.clear();
-    const { commits, inserted, deleted, updates, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = this.stats;
-    this.#log.info(
-      "store",
-      `directory=${this.directory};commits=${commits};inserted=${inserted};deleted=${deleted};updates=${updates};cancelled=${cancelled};` +
-        `maxCommitMs=${maxCommitMs.toFixed(1)};reclaimSteps=${reclaimSteps};reclaimedPages=${reclaimedPages};maxReclaimMs=${maxReclaimMs.toFixed(1)};store closed`,
-    );
+    this.#meta.committed();
+    this.#log.info("store", `directory=${this.directory};${describeStats(this.stats)};store closed`);
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
       for (const statement of [this.#begin, this.#commit, this.#rollback]) statement.finalize();
@@ -338,7 +347,10 @@ export class SqliteStore implements PagingStore {
     this.#forceCounts = true;
     try {
       do this.#flush();
-      while (this.#healthy && (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0));
+      while (
+        this.#healthy &&
+        (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0 || this.#meta.pending > 0)
+      );
     } finally {
       this.#forceCounts = false;
     }
@@ -367,7 +379,7 @@ export class SqliteStore implements PagingStore {
     const updateCount = written.updated === null ? 0 : written.updated.length;
     const delays = this.#delays.updatesFor(appends, Math.max(0, MAX_DELETES_PER_COMMIT - deletes - updateCount));
     const delayCount = delays.updates === null ? 0 : delays.updates.length / 2;
-    const operations = appends.size + deletes + updateCount + delayCount;
+    const operations = appends.size + deletes + updateCount + delayCount + this.#meta.pending;
     if (operations === 0) {
       batch?.resolve(); // Every append of it was cancelled.
       this.#comeBackForCounts();
@@ -376,7 +388,7 @@ export class SqliteStore implements PagingStore {
     const started = performance.now();
     const usage = new UsageDelta();
     try {
-      this.#syncOnCommit(appends.size > 0);
+      this.#sync.set(appends.size > 0);
       this.#begin.run();
       this.#writes.insert(appends, (message) => counts.forAppend(message), (message) => this.#delays.forAppend(message));
       for (const message of appends.values()) usage.add(message, 1);
@@ -385,6 +397,7 @@ export class SqliteStore implements PagingStore {
       this.#rows.writeUsage(usage);
       if (updates !== null) this.#writes.update(updates);
       if (delays.updates !== null) this.#writes.updateNotBefore(delays.updates);
+      this.#meta.writePending();
       this.#beforeCommit?.();
       this.#commit.run();
     } catch (error) {
@@ -412,6 +425,7 @@ export class SqliteStore implements PagingStore {
     counts.committed(written, appends);
     this.#delays.committed(delays);
     this.#appends = new Map();
+    this.#meta.committed();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
     this.#ids.deleted(this.#removed, deletes);
@@ -430,20 +444,6 @@ export class SqliteStore implements PagingStore {
   #comeBackForCounts(): void {
     const dueInMs = this.#counts.nextDueInMs();
     if (dueInMs !== null) this.#next.within(Math.max(this.#commitIntervalMs, dueInMs));
-  }
-
-  /**
-   * A commit holding appends is fsynced (`synchronous=FULL`); one holding only removes and
-   * delivery counts is not (`NORMAL`): nobody waits for it, and a kill -9 loses nothing written
-   * (the OS has it). Power lost before the next fsync may bring acked messages back (at least
-   * once) and lower a delivery count by one commit's worth; in WAL mode the next fsync, of an append's
-   * commit or of a checkpoint, covers every commit before it. A drained backlog would otherwise
-   * pay one fsync per few milliseconds of acks, about half of the drain's time.
-   */
-  #syncOnCommit(full: boolean): void {
-    if (full === this.#fullSync) return;
-    this.#db.run(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
-    this.#fullSync = full;
   }
 
   #failed(error: unknown, batch: PromiseWithResolvers<void> | null): void {
@@ -477,7 +477,7 @@ export class SqliteStore implements PagingStore {
     if (this.pending > 0 || now - this.#probedAt < this.#retryIntervalMs) return false;
     this.#probedAt = now;
     try {
-      setMeta(this.#db, "opened", Date.now());
+      this.#meta.set("opened", Date.now());
     } catch (error) {
       this.#lastError = describe(error);
       return false;

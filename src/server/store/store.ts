@@ -72,8 +72,14 @@ export interface Store {
   load(): StoredMessage[];
   /** A small durable value (`epoch`), or null. */
   meta(key: string): string | number | null;
-  /** Writes a small value, on disk when this returns. */
+  /** Writes a small value, on disk when this returns (and a value waiting for the next commit under that key is dropped). */
   setMeta(key: string, value: string | number): void;
+  /**
+   * Writes a small value with the next commit, which this asks for within `commitIntervalMs`: not
+   * on disk when this returns, and lost by a crash before that commit (for values that may be
+   * older after a crash, such as a lower bound). The latest value given for a key wins.
+   */
+  setMetaWithNextCommit(key: string, value: string | number): void;
   /** Flushes what is pending and releases resources. */
   close(): void | Promise<void>;
   /**

@@ -156,6 +156,31 @@ describe("catch-up from a position", () => {
     after.restart(60, [[3, 1], [8, 40]]);
     expect(new LogPositions(store, () => {}).position()).toBeUndefined();
   });
+
+  it("saveSoon() writes the index with the store's next commit, and a history that changed at once", () => {
+    const writes: string[] = [];
+    const store = new (class extends MemoryStore {
+      override setMeta(key: string, value: string | number): void {
+        writes.push(`now ${key}=${value}`);
+        super.setMeta(key, value);
+      }
+      override setMetaWithNextCommit(key: string, value: string | number): void {
+        writes.push(`next commit ${key}=${value}`);
+        super.setMetaWithNextCommit(key, value);
+      }
+    })();
+    const positions = new LogPositions(store, () => {});
+    positions.history.adopt([[2, 1]]);
+    positions.save(10);
+    writes.length = 0;
+    positions.saveSoon(20, 5_000);
+    positions.saveSoon(25, 5_500); // less than a second later: not written
+    expect(writes).toEqual(["next commit logIndex=20"]);
+    positions.history.begin(3, 26);
+    positions.saveSoon(30, 6_100);
+    expect(writes).toEqual(["next commit logIndex=20", 'now logHistory=[[2,1],[3,26]]', "now logIndex=30"]);
+    expect(new LogPositions(store, () => {}).position()).toEqual({ history: [[2, 1], [3, 26]], index: 30, floor: 30 });
+  });
 });
 
 // ── random histories ─────────────────────────────────────────────────────────────────────────
