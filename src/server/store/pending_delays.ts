@@ -4,7 +4,7 @@
  * UPDATE of a stored row; the INSERT of a pending append carries it instead). A restart then
  * keeps the delay: the row is read back with its `not_before` and the message waits for it.
  *
- * No window as for delivery counts (delivery_counts.ts): a nack with a delay is an application
+ * No wait as for delivery counts (delivery_counts.ts): a nack with a delay is an application
  * asking for a pause, far rarer than a delivery, and the message is not acked soon after it.
  */
 import type { StoredMessage } from "./store.ts";

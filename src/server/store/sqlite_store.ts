@@ -100,7 +100,7 @@ export class SqliteStore implements PagingStore {
   readonly #meta: MetaValues;
   /** Whether the next commit is fsynced. */
   readonly #sync: CommitSync;
-  /** Set while `#flushAll` commits everything: counts of the current window too. */
+  /** Set while `#flushAll` commits everything: delivery counts not due yet too. */
   #forceCounts = false;
   /** Fsync mode: the promise every pending append returned. */
   #batch: PromiseWithResolvers<void> | null = null;
@@ -148,7 +148,7 @@ export class SqliteStore implements PagingStore {
     return this.#healthy;
   }
 
-  /** Appends, removes, delivery counts and delays waiting for the next commit. */
+  /** Appends, removes, delivery counts, delays and meta values waiting for the next commit. */
   get pending(): number {
     return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size + this.#meta.pending;
   }
