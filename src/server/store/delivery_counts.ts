@@ -11,6 +11,7 @@
  * here. A count is written between `delayMs` and `delayMs` plus the time between two commits
  * after its delivery.
  */
+import { Deque } from "../internal/deque.ts";
 import type { StoredMessage } from "./store.ts";
 
 /**
@@ -23,9 +24,6 @@ import type { StoredMessage } from "./store.ts";
  */
 export const DELIVERY_COUNT_DELAY_MS = 100;
 
-/** Below this many counts consumed from the front, the arrays are not compacted. */
-const COMPACT_AFTER = 1024;
-
 /** What one commit writes: UPDATEs (seq, count pairs) and the messages they are for. */
 export interface CountUpdates {
   /** seq, count, seq, count, … (null: none). */
@@ -35,44 +33,45 @@ export interface CountUpdates {
   deferred: boolean;
 }
 
+/** The counts one commit stamped: noted before `at` (performance.now() ms). */
+interface Stamped {
+  at: number;
+  messages: StoredMessage[];
+  counts: number[];
+}
+
 export class DeliveryCounts {
   /** Counts the next commit writes: the highest per message (appended or loaded object). */
   due = new Map<StoredMessage, number>();
-  /** Counts noted and not due yet, in order from `#head`; a message may appear more than once. */
-  #recent: StoredMessage[] = [];
-  #recentCounts: number[] = [];
-  #head = 0;
-  /** Stamps, oldest first from `#stampHead`: the counts before index `#stampEnds[i]` were noted before `#stampTimes[i]`. */
-  #stampEnds: number[] = [];
-  #stampTimes: number[] = [];
-  #stampHead = 0;
-  /** Where the counts not stamped yet begin. */
-  #stamped = 0;
+  /** Counts noted since the last commit stamped them; a message may appear more than once. */
+  #noted: StoredMessage[] = [];
+  #notedCounts: number[] = [];
+  /** Counts stamped and not due yet, oldest first. */
+  readonly #stamped = new Deque<Stamped>();
 
   constructor(readonly delayMs: number, readonly now: () => number = () => performance.now()) {}
 
   /** Messages with a count not written yet (those noted counted once, removed ones not). Not for the hot path. */
   get pending(): number {
-    if (!this.hasRecent) return this.due.size;
     const stored = new Set<StoredMessage>();
-    for (let i = this.#head; i < this.#recent.length; i++) {
-      const message = this.#recent[i]!;
-      if (message.position !== undefined && !this.due.has(message)) stored.add(message);
-    }
+    const add = (messages: StoredMessage[]) => {
+      for (const message of messages) if (message.position !== undefined && !this.due.has(message)) stored.add(message);
+    };
+    for (const stamped of this.#stamped) add(stamped.messages);
+    add(this.#noted);
     return this.due.size + stored.size;
   }
 
   /** Counts noted and not due yet. */
   get hasRecent(): boolean {
-    return this.#recent.length > this.#head;
+    return this.#noted.length > 0 || this.#stamped.length > 0;
   }
 
   /** Notes a delivery's count; true when it is the first since the last stamp (a commit should come soon to stamp it). */
   note(message: StoredMessage, deliveries: number): boolean {
-    const first = this.#recent.length === this.#stamped;
-    this.#recent.push(message);
-    this.#recentCounts.push(deliveries);
-    return first;
+    this.#noted.push(message);
+    this.#notedCounts.push(deliveries);
+    return this.#noted.length === 1;
   }
 
   /** A count written with the next commit, past the delay (a nack with a delay: written with the delay). */
@@ -91,40 +90,23 @@ export class DeliveryCounts {
    * under a stamp at least `delayMs` old (every one with `force`) become due.
    */
   ripen(force: boolean): void {
-    const recent = this.#recent;
-    if (recent.length === this.#head) return;
+    if (!this.hasRecent) return;
     const now = this.now();
-    if (recent.length > this.#stamped) {
-      this.#stampEnds.push(recent.length);
-      this.#stampTimes.push(now);
-      this.#stamped = recent.length;
+    if (this.#noted.length > 0) {
+      this.#stamped.push({ at: now, messages: this.#noted, counts: this.#notedCounts });
+      this.#noted = [];
+      this.#notedCounts = [];
     }
-    let end = this.#head;
-    if (force) {
-      end = recent.length;
-      this.#stampHead = this.#stampEnds.length;
-    } else {
-      const ends = this.#stampEnds;
-      const times = this.#stampTimes;
-      while (this.#stampHead < ends.length && now - times[this.#stampHead]! >= this.delayMs) end = ends[this.#stampHead++]!;
+    for (let oldest = this.#stamped.peek(); oldest && (force || now - oldest.at >= this.delayMs); oldest = this.#stamped.peek()) {
+      this.#stamped.shift();
+      this.#makeDue(oldest);
     }
-    const counts = this.#recentCounts;
-    const due = this.due;
-    for (let i = this.#head; i < end; i++) {
-      const message = recent[i]!;
-      if (message.position === undefined) continue; // removed (acked) meanwhile: nothing to write
-      const count = counts[i]!;
-      const noted = due.get(message);
-      if (noted === undefined || count > noted) due.set(message, count);
-    }
-    this.#head = end;
-    this.#compact();
   }
 
   /** When the oldest stamped counts become due (ms from now), or null when none are stamped. */
   nextDueInMs(): number | null {
-    if (this.#stampHead === this.#stampEnds.length) return null;
-    return Math.max(0, this.#stampTimes[this.#stampHead]! + this.delayMs - this.now());
+    const oldest = this.#stamped.peek();
+    return oldest === undefined ? null : Math.max(0, oldest.at + this.delayMs - this.now());
   }
 
   /**
@@ -175,35 +157,20 @@ export class DeliveryCounts {
 
   clear(): void {
     this.due.clear();
-    this.#dropRecent();
+    this.#noted = [];
+    this.#notedCounts = [];
+    this.#stamped.clear();
   }
 
-  /** Drops what the front of the arrays no longer needs, once it is most of them. */
-  #compact(): void {
-    const head = this.#head;
-    if (head === this.#recent.length) {
-      this.#dropRecent();
-      return;
+  /** The stamped counts of messages still stored become due, the highest per message. */
+  #makeDue({ messages, counts }: Stamped): void {
+    const due = this.due;
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i]!;
+      if (message.position === undefined) continue; // removed (acked) meanwhile: nothing to write
+      const count = counts[i]!;
+      const noted = due.get(message);
+      if (noted === undefined || count > noted) due.set(message, count);
     }
-    if (head < COMPACT_AFTER || head * 2 < this.#recent.length) return;
-    this.#recent = this.#recent.slice(head);
-    this.#recentCounts = this.#recentCounts.slice(head);
-    const ends = this.#stampEnds.slice(this.#stampHead);
-    for (let i = 0; i < ends.length; i++) ends[i] = ends[i]! - head;
-    this.#stampEnds = ends;
-    this.#stampTimes = this.#stampTimes.slice(this.#stampHead);
-    this.#stampHead = 0;
-    this.#stamped -= head;
-    this.#head = 0;
-  }
-
-  #dropRecent(): void {
-    this.#recent = [];
-    this.#recentCounts = [];
-    this.#head = 0;
-    this.#stampEnds = [];
-    this.#stampTimes = [];
-    this.#stampHead = 0;
-    this.#stamped = 0;
   }
 }

@@ -38,8 +38,8 @@ export class MetaValues {
     for (const [key, value] of this.#pending) setMeta(this.db, key, value);
   }
 
-  /** The commit that wrote them is on disk (or, for a closed store, they are given up). */
-  committed(): void {
+  /** Drops the values waiting: the commit that wrote them succeeded, or the store closes. */
+  clear(): void {
     if (this.#pending.size > 0) this.#pending = new Map();
   }
 }

@@ -327,7 +327,7 @@ export class SqliteStore implements PagingStore {
     this.#ids.clear();
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
     this.#delays.clear();
-    this.#meta.committed();
+    this.#meta.clear();
     this.#log.info("store", `directory=${this.directory};${describeStats(this.stats)};store closed`);
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
@@ -425,7 +425,7 @@ export class SqliteStore implements PagingStore {
     counts.committed(written, appends);
     this.#delays.committed(delays);
     this.#appends = new Map();
-    this.#meta.committed();
+    this.#meta.clear();
     this.#unconfirmed.clear();
     this.#rows.usage.apply(usage);
     this.#ids.deleted(this.#removed, deletes);

@@ -112,7 +112,7 @@ describe("DeliveryCounts", () => {
     expect(dueIds(c)).toEqual([["m1", 1]]);
   });
 
-  it("stays exact over many commits, while the front of its lists is dropped", () => {
+  it("stays exact over many commits, as stamped counts fall due and leave", () => {
     const { clock, counts: c } = counts(50);
     const messages = Array.from({ length: 20_000 }, (_, i) => stored(i + 1));
     const expected = new Map<string, number>();
