@@ -95,12 +95,15 @@ export async function runOnce(plan: Plan, timeoutMs: number): Promise<RunResult>
     return result;
   } finally {
     await Promise.all(brokers.map(stopBroker));
-    // The store reports its commits when it closes; each commit is one fsync (durable scenarios).
+    // The store reports its commits when it closes: the database's and the journal's fsynced
+    // frames, each one fsync (durable scenarios); `settles` moved journaled messages to the database.
     const closed = broker.child.lines.find((line) => line.includes("store closed"));
-    const commits = Number(/commits=(\d+)/.exec(closed ?? "")?.[1] ?? NaN);
+    const count = (key: string) => Number(new RegExp(`${key}=(\\d+)`).exec(closed ?? "")?.[1] ?? NaN);
+    const commits = count("commits") + count("journalSyncs");
     if (result && commits > 0) {
       const perSecond = Math.round(commits / result.elapsedS);
-      result.note = [result.note, `${fmt(perSecond)} fsyncs/s`].filter(Boolean).join("; ");
+      const settles = count("settles");
+      result.note = [result.note, `${fmt(perSecond)} fsyncs/s`, settles > 0 ? `${fmt(settles)} journal settles` : ""].filter(Boolean).join("; ");
     }
   }
 }

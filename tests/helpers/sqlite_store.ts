@@ -8,13 +8,17 @@ import { copyFileSync, existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { KittenError } from "../../src/protocol/errors.ts";
 import { memoryLogger } from "../../src/server/log.ts";
+import { JOURNAL_FILES } from "../../src/server/store/journal.ts";
 import { STORE_FILE } from "../../src/server/store/record.ts";
 import { SqliteStore, type SqliteStoreOptions } from "../../src/server/store/sqlite_store.ts";
 import type { StoredMessage } from "../../src/server/store/store.ts";
 import { TempDirs } from "./temp_dir.ts";
 
-/** The fixture of one test file: its folders are removed after it (`afterAll`), even after a failure. */
-export function sqliteStoreFixture() {
+/**
+ * The fixture of one test file: its folders are removed after it (`afterAll`), even after a
+ * failure. `defaults` are options of every store it opens (a test's own override them).
+ */
+export function sqliteStoreFixture(defaults: Partial<SqliteStoreOptions> = {}) {
   const temps = new TempDirs("kitten-store-");
   afterAll(temps.removeAll);
 
@@ -24,7 +28,7 @@ export function sqliteStoreFixture() {
     body: (store: SqliteStore, directory: string) => Promise<void>,
   ): Promise<void> {
     const directory = temps.make();
-    const store = new SqliteStore({ directory, logger: memoryLogger(), ...options });
+    const store = new SqliteStore({ directory, logger: memoryLogger(), ...defaults, ...options });
     try {
       await body(store, directory);
     } finally {
@@ -33,7 +37,7 @@ export function sqliteStoreFixture() {
     }
   }
 
-  /** Opens a copy of the database files: what a crash at this instant would leave on disk (ids). */
+  /** Opens a copy of the store's files (database and journal): what a crash at this instant would leave on disk (ids). */
   function snapshot(directory: string): string[] {
     return snapshotMessages(directory).map((message) => message.id);
   }
@@ -42,9 +46,9 @@ export function sqliteStoreFixture() {
   function snapshotMessages(directory: string): StoredMessage[] {
     const copy = temps.make();
     try {
-      for (const suffix of ["", "-wal"]) {
-        const file = join(directory, STORE_FILE + suffix);
-        if (existsSync(file)) copyFileSync(file, join(copy, STORE_FILE + suffix));
+      for (const name of [STORE_FILE, `${STORE_FILE}-wal`, ...JOURNAL_FILES]) {
+        const file = join(directory, name);
+        if (existsSync(file)) copyFileSync(file, join(copy, name));
       }
       const store = new SqliteStore({ directory: copy, logger: memoryLogger() });
       const messages = store.load();

@@ -23,8 +23,17 @@ export interface SqliteStoreOptions {
   logger?: Logger;
   /** Delivery counts wait this long before they are written (DELIVERY_COUNT_DELAY_MS). Default 0: the next commit. */
   deliveryCountDelayMs?: number;
-  /** Test hook: runs inside every commit's transaction just before COMMIT; throwing fails it. */
+  /**
+   * Test hook: runs in every commit just before it is made durable (before a transaction's COMMIT,
+   * inside it, or before the journal's frame is written); throwing fails that commit.
+   */
   beforeCommit?: () => void;
+  /**
+   * Journal the appends (default true, journal.ts): a message acked soon after it was confirmed
+   * never costs a database row. False: every commit writes the database (the tests of its
+   * transactions, which then count rows and commits exactly).
+   */
+  journal?: boolean;
   /** Told each successful commit's duration (ms, fsync included): the commit-time histogram. */
   onCommit?: (elapsedMs: number) => void;
   /** Free bytes of the data directory's file system (default: statfs); tests give their own. */
@@ -49,6 +58,11 @@ export interface SqliteStoreStats {
   /** Delivery-count and delay UPDATEs run by committed transactions (those written by an INSERT,
    * or dropped because the message was removed first, are not counted). */
   updates: number;
+  /** Appends written to the journal, its frames written and fsynced, and settles (journal.ts). */
+  journaled: number;
+  journalWrites: number;
+  journalSyncs: number;
+  settles: number;
   /** Appends cancelled by a remove before they reached the disk. */
   cancelled: number;
   /** Appends refused or rejected because the store could not write. */
@@ -74,6 +88,10 @@ export function newStats(): SqliteStoreStats {
     inserted: 0,
     deleted: 0,
     updates: 0,
+    journaled: 0,
+    journalWrites: 0,
+    journalSyncs: 0,
+    settles: 0,
     cancelled: 0,
     refused: 0,
     largestBatch: 0,
@@ -107,10 +125,23 @@ export class CommitSync {
   }
 }
 
+/** Counts a committed transaction that took `elapsed` ms. */
+export function countCommit(stats: SqliteStoreStats, elapsed: number, rows: { inserted: number; deleted: number; updates: number; operations: number }): void {
+  stats.commits++;
+  stats.inserted += rows.inserted;
+  stats.deleted += rows.deleted;
+  stats.updates += rows.updates;
+  stats.lastCommitMs = elapsed;
+  stats.commitMs += elapsed;
+  if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
+  if (rows.operations > stats.largestBatch) stats.largestBatch = rows.operations;
+}
+
 /** The counters a closing store logs, as `key=value` pairs. */
 export function describeStats(stats: SqliteStoreStats): string {
-  const { commits, inserted, deleted, updates, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = stats;
-  return `commits=${commits};inserted=${inserted};deleted=${deleted};updates=${updates};cancelled=${cancelled};` +
+  const { commits, inserted, deleted, updates, journaled, journalSyncs, settles, cancelled, maxCommitMs, reclaimSteps, reclaimedPages, maxReclaimMs } = stats;
+  return `commits=${commits};inserted=${inserted};deleted=${deleted};updates=${updates};` +
+    `journaled=${journaled};journalSyncs=${journalSyncs};settles=${settles};cancelled=${cancelled};` +
     `maxCommitMs=${maxCommitMs.toFixed(1)};reclaimSteps=${reclaimSteps};reclaimedPages=${reclaimedPages};maxReclaimMs=${maxReclaimMs.toFixed(1)}`;
 }
 
@@ -241,7 +272,7 @@ export function truncateWal(db: Database): boolean {
 /** SQLITE_FULL: the disk (or the quota) has no room for the write. */
 export function isDiskFull(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
-  return typeof code === "string" && code.startsWith("SQLITE_FULL");
+  return typeof code === "string" && (code.startsWith("SQLITE_FULL") || code === "ENOSPC");
 }
 
 /** `SQLITE_FULL: database or disk is full` from a SQLiteError, the message of anything else. */

@@ -6,8 +6,26 @@
  * stored): measured on 200,000 rows, 2.1 → 1.6 µs per insert and 1.6 → 1.2 µs per delete.
  */
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
-import { deadLetterColumn, encodeRecord, type RecordV5, SQL } from "./record.ts";
+import type { CommitSync } from "./database.ts";
+import { deadLetterColumn, encodeRecord, type RecordV5, setMeta, SQL } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
+
+/** What one transaction writes to the rows. */
+export interface RowChanges {
+  /** Rows to insert, by position, in order (pending appends, and journaled messages settled). */
+  appends: Map<number, StoredMessage>;
+  /** The count and the delayed requeue each inserted row is written with. */
+  deliveries: (message: StoredMessage) => number;
+  notBefore: (message: StoredMessage) => number;
+  /** Rows to delete: the first `deletes` positions of `removes`. */
+  removes: readonly number[];
+  deletes: number;
+  /** Delivery-count and delay UPDATEs: [seq, value, …] (null: none). */
+  updates: readonly number[] | null;
+  delays: readonly number[] | null;
+  /** When set, the journal's settle this transaction completes: `journal_through` (journal.ts). */
+  journalThrough: { key: string; seq: number } | null;
+}
 
 /** Rows per multi-row INSERT (9 parameters each: 144 of SQLite's 32,766). */
 const ROWS_PER_INSERT = 16;
@@ -15,6 +33,11 @@ const COLUMNS = "(?, ?, ?, ?, ?, ?, ?, ?, ?)";
 const PARAMETERS_PER_ROW = 9;
 
 export class RowWrites {
+  readonly #db: Database;
+  readonly #sync: CommitSync;
+  readonly #begin: Statement<unknown, []>;
+  readonly #commit: Statement<unknown, []>;
+  readonly #rollback: Statement<unknown, []>;
   readonly #insertOne: Statement<unknown, RecordV5>;
   readonly #insertMany: Statement<unknown, SQLQueryBindings[]>;
   readonly #deleteOne: Statement<unknown, [number]>;
@@ -24,13 +47,46 @@ export class RowWrites {
   /** The parameters of one multi-row INSERT, reused. */
   readonly #params: SQLQueryBindings[] = new Array(ROWS_PER_INSERT * PARAMETERS_PER_ROW);
 
-  constructor(db: Database) {
+  constructor(db: Database, sync: CommitSync) {
+    this.#db = db;
+    this.#sync = sync;
+    this.#begin = db.prepare("BEGIN");
+    this.#commit = db.prepare("COMMIT");
+    this.#rollback = db.prepare("ROLLBACK");
     this.#insertOne = db.prepare(SQL.insert);
     this.#insertMany = db.prepare(SQL.insert.replace(COLUMNS, new Array(ROWS_PER_INSERT).fill(COLUMNS).join(", ")));
     this.#deleteOne = db.prepare(SQL.delete);
     this.#deleteRun = db.prepare(SQL.deleteRun);
     this.#update = db.prepare(SQL.updateDeliveries);
     this.#updateNotBefore = db.prepare(SQL.updateNotBefore);
+  }
+
+  /**
+   * One transaction: the changes, then `within` (the store's own rows: usage, meta values), then
+   * COMMIT, fsynced when it inserts rows (CommitSync). A failure rolls it back and is thrown.
+   */
+  transaction(changes: RowChanges, within: () => void): void {
+    try {
+      this.#sync.set(changes.appends.size > 0);
+      this.#begin.run();
+      this.insert(changes.appends, changes.deliveries, changes.notBefore);
+      if (changes.deletes > 0) this.delete(changes.removes, changes.deletes);
+      if (changes.updates !== null) this.update(changes.updates);
+      if (changes.delays !== null) this.updateNotBefore(changes.delays);
+      // In this transaction only: a value left waiting after a failed settle would skip its messages.
+      if (changes.journalThrough !== null) setMeta(this.#db, changes.journalThrough.key, changes.journalThrough.seq);
+      within();
+      this.#commit.run();
+    } catch (error) {
+      if (this.#db.inTransaction) {
+        try {
+          this.#rollback.run();
+        } catch {
+          // SQLite may have rolled back already (SQLITE_FULL and I/O errors do).
+        }
+      }
+      throw error;
+    }
   }
 
   /**
@@ -95,7 +151,7 @@ export class RowWrites {
   }
 
   finalize(): void {
-    const statements = [this.#insertOne, this.#insertMany, this.#deleteOne, this.#deleteRun, this.#update, this.#updateNotBefore];
+    const statements = [this.#begin, this.#commit, this.#rollback, this.#insertOne, this.#insertMany, this.#deleteOne, this.#deleteRun, this.#update, this.#updateNotBefore];
     for (const statement of statements) statement.finalize();
   }
 }

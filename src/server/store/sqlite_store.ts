@@ -1,35 +1,28 @@
 /**
- * The durable store: one bun:sqlite database in WAL mode under the data directory (format in
- * record.ts).
+ * The durable store: a journal (journal.ts) in front of one bun:sqlite database in WAL mode
+ * (format in record.ts), under the data directory.
  *
- * Group commit: `append` and `remove` only record what to do, and one transaction per event-loop
- * turn writes everything gathered since the last one, so one fsync serves every message that
- * arrived meanwhile. bun:sqlite is synchronous, so a commit blocks the loop for its duration, once
- * per batch and not per message: about 1.2 µs per row plus about 1 ms for COMMIT (WAL write and
- * fsync), so 2–3 ms for 1000 messages; a WAL checkpoint (every 1 MiB of WAL, which is then cut
- * back to 1 MiB) adds a few ms to one commit (scripts/store_probe.ts).
+ * Group commit: `append` and `remove` only record what to do, and one commit per event-loop turn
+ * writes everything gathered since the last one as one frame of the journal, so one fsync serves
+ * every message that arrived meanwhile, and most are acked before they ever cost a database row.
+ * A commit writes the database instead ("settles", taking the journal's unacked messages along)
+ * when a read needs them there, a count or a delay is due, the journal holds too many, or the
+ * store is failing: synchronously, about 1.2 µs per row plus 1 ms for COMMIT (scripts/store_probe.ts).
  *
- * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`) with
- *   `synchronous=FULL`; `append` returns a promise, shared by every message of the batch, that
- *   resolves once the commit is on disk. Removes alone wait for `commitIntervalMs` (or ride along
- *   with the next appends): nobody waits for them, and their commits are not fsynced (see
- *   CommitSync in database.ts: a process killed keeps them, as the OS has them; power loss may bring acked
- *   messages back).
+ * - `"fsync"` mode: appends are committed on the next turn (`setImmediate`), fsynced; `append`
+ *   returns a promise, shared by every message of the batch, that resolves once it is on disk.
+ *   Removes alone wait for `commitIntervalMs` (or ride along with the next appends), not fsynced:
+ *   nobody waits for them, and a process killed keeps them (the OS has them; power loss may bring
+ *   acked messages back: CommitSync in database.ts).
  * - `"batch"` mode: `append` returns nothing (the broker confirms at once) and everything is
  *   committed every `commitIntervalMs`. A crash loses at most the last interval.
  * - A remove whose append is still pending cancels both: the message never touches the disk.
  * - Meta values: `setMeta` writes at once, `setMetaWithNextCommit` with the next commit (meta_values.ts).
  * - Delivery counts (`noteDelivery`) are written for messages still unacked a while after their
  *   delivery (delivery_counts.ts); a nack's delay (`noteDelay`) with the next commit (pending_delays.ts).
- *
- * Failures (disk full, read-only, I/O error): the failed transaction is rolled back and `healthy`
- * turns false. In fsync mode the batch's promise rejects with `STORE_UNAVAILABLE` (nothing of it
- * is confirmed) and later appends are still attempted, so the first commit that succeeds again
- * restores health. In batch mode the already confirmed batch stays pending and is retried every
- * `retryIntervalMs`; new appends are refused (`append` throws) until a commit succeeds. Pending
- * removes and delivery counts are kept and retried in both modes. A full disk, the reserve and
- * the space given back are space.ts's. A disk already full at open does not stop the store from opening: it starts unhealthy, serves
- * what it holds, and refuses new sends until a write succeeds.
+ * - Failures (health.ts): in fsync mode the batch's promise rejects with `STORE_UNAVAILABLE`; in
+ *   batch mode the confirmed batch is retried every `retryIntervalMs` and new appends are refused
+ *   until a commit succeeds. A full disk, the reserve and the space given back are space.ts's.
  *
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
@@ -39,14 +32,19 @@ import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { CommitSync, describe, describeStats, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
+import { CommitSync, countCommit, describe, describeStats, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { CommitTimer } from "./commit_timer.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
 import { type MetaValue, STORE_FILE } from "./record.ts";
+import { type Journal, JOURNAL_THROUGH, openJournal } from "./journal.ts";
+import { freeBytes } from "./disk_floor.ts";
 import { MetaValues } from "./meta_values.ts";
+import { StoreHealth } from "./health.ts";
 import { HeldIds } from "./held_ids.ts";
+import { PendingAppends } from "./pending_appends.ts";
 import { PendingDelays } from "./pending_delays.ts";
-import { RowWrites } from "./row_writes.ts";
+import { PendingRemoves } from "./pending_removes.ts";
+import { type RowChanges, RowWrites } from "./row_writes.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
 import { StoreSpace } from "./space.ts";
@@ -57,11 +55,13 @@ export { DELIVERY_COUNT_DELAY_MS } from "./delivery_counts.ts";
 export { type SqliteStoreOptions, type SqliteStoreStats, WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT } from "./database.ts";
 
 /**
- * Deletes are cheap but not free (2–3 µs each): a consumer acking a large backlog at once
- * is split into several commits so that no single one blocks the event loop for long. Delivery
- * count UPDATEs share the bound (deletes go first).
+ * Deletes cost 2–3 µs each: acks of a large backlog at once are split into several commits, so
+ * that none blocks the event loop for long. Count UPDATEs share the bound (deletes go first).
  */
 export const MAX_DELETES_PER_COMMIT = 10_000;
+
+/** A commit whose appends went to the journal inserts none. */
+const NO_APPENDS: Map<number, StoredMessage> = new Map();
 
 export class SqliteStore implements PagingStore {
   readonly directory: string;
@@ -72,26 +72,25 @@ export class SqliteStore implements PagingStore {
   readonly #log: Logger;
   readonly #commitIntervalMs: number;
   readonly #retryIntervalMs: number;
+  /** Whether writes succeed, and why not (health.ts). */
+  readonly #health: StoreHealth;
   readonly #beforeCommit: (() => void) | undefined;
   readonly #onCommit: ((elapsedMs: number) => void) | undefined;
-  readonly #begin: Statement<unknown, []>;
-  readonly #commit: Statement<unknown, []>;
-  readonly #rollback: Statement<unknown, []>;
   readonly #writes: RowWrites;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
   /** Disk space: vacuum, truncating checkpoints, the reserve for a full disk (space.ts). */
   readonly #space: StoreSpace;
-  /** Asked by id (a slave): the index by id, and the ids whose delete is pending. */
-  readonly #ids: HeldIds;
+  /** Confirmed messages not in the database yet (journal.ts). */
+  readonly #journal: Journal;
+  /** A read needs every message in the database (`#settleAsked`); no journal at all (options.journal). */
+  #settleAsked = false;
+  readonly #journaling: boolean;
   #nextSeq: number;
-  /** Seqs of pending appends made in fsync mode: confirmed only by the commit that holds them. */
-  readonly #unconfirmed = new Set<number>();
-  /** Appends not yet committed, by seq, in arrival order. */
-  #appends = new Map<number, StoredMessage>();
-  /** Rows to delete in the next commit, and the messages they hold (for the usage figures). */
-  #removes: number[] = [];
-  #removed: StoredMessage[] = [];
+  /** Appends not yet committed, and the promise of their batch (pending_appends.ts). */
+  readonly #pending = new PendingAppends();
+  /** Rows to delete, and the index by id that a slave asks (pending_removes.ts, held_ids.ts). */
+  readonly #removes: PendingRemoves;
   /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
   readonly #counts: DeliveryCounts;
   /** Delayed requeues not written yet. */
@@ -102,16 +101,9 @@ export class SqliteStore implements PagingStore {
   readonly #sync: CommitSync;
   /** Set while `#flushAll` commits everything: delivery counts not due yet too. */
   #forceCounts = false;
-  /** Fsync mode: the promise every pending append returned. */
-  #batch: PromiseWithResolvers<void> | null = null;
   /** When the next commit runs. */
   readonly #next: CommitTimer;
-  #healthy = true;
-  /** The SQLite error of the last failed commit (for refusals while unhealthy). */
-  #lastError = "";
   #closed = false;
-  /** When an unhealthy store with nothing to retry last tried a write (performance.now()). */
-  #probedAt = -Infinity;
 
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
@@ -121,23 +113,21 @@ export class SqliteStore implements PagingStore {
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
     this.#retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#beforeCommit = options.beforeCommit;
+    this.#journaling = options.journal ?? true;
     this.#counts = new DeliveryCounts(options.deliveryCountDelayMs ?? 0);
     this.#onCommit = options.onCommit;
     this.#next = new CommitTimer(this.#flush);
     const opened = openDatabase(this.directory, this.path, this.#log, options.indexById ?? true);
     const db = opened.db;
-    this.#healthy = opened.healthy;
-    this.#lastError = opened.lastError;
-    this.#nextSeq = opened.nextSeq;
+    this.#health = new StoreHealth(this.directory, this.#log, opened, this.#retryIntervalMs);
     this.#db = db;
-    this.#begin = db.prepare("BEGIN");
-    this.#commit = db.prepare("COMMIT");
-    this.#rollback = db.prepare("ROLLBACK");
-    this.#writes = new RowWrites(db);
-    this.#rows = new QueueRows(db);
-    this.#ids = new HeldIds(db, opened.indexedById, this.#log, this.directory);
-    this.#meta = new MetaValues(db);
     this.#sync = new CommitSync(db);
+    this.#writes = new RowWrites(db, this.#sync);
+    this.#rows = new QueueRows(db);
+    this.#removes = new PendingRemoves(new HeldIds(db, opened.indexedById, this.#log, this.directory));
+    this.#meta = new MetaValues(db);
+    this.#journal = openJournal(db, this.directory, options.readFree ?? freeBytes, { usage: this.#rows.usage, stats: this.stats }, this.#log);
+    this.#nextSeq = Math.max(opened.nextSeq, this.#journal.nextSeq);
     const beforeWrite = () => this.#sync.set(false);
     this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
@@ -145,12 +135,12 @@ export class SqliteStore implements PagingStore {
 
   /** False from a failed commit until the next successful one. */
   get healthy(): boolean {
-    return this.#healthy;
+    return this.#health.healthy;
   }
 
   /** Appends, removes, delivery counts, delays and meta values waiting for the next commit. */
   get pending(): number {
-    return this.#appends.size + this.#removes.length + this.#counts.pending + this.#delays.size + this.#meta.pending;
+    return this.#pending.size + this.#removes.size + this.#journal.pendingRemoves + this.#counts.pending + this.#delays.size + this.#meta.pending;
   }
 
   /** `mode` overrides the store's mode for this message (a channel's own durability). */
@@ -159,24 +149,19 @@ export class SqliteStore implements PagingStore {
     // Batch mode confirms at once: while the disk fails, the only honest answer is no. And while
     // the reserve is in use, the room it gave is for acks (space.ts): fsync appends are refused too.
     const short = this.#space.short;
-    if (short || (mode === "batch" && !this.#healthy && !this.#probe())) {
+    if (short || (mode === "batch" && !this.#health.healthy && !this.#probe())) {
       this.stats.refused++;
       const cannot = `Cannot write to the store in "${this.directory}"`;
-      const refusal = (short && this.#space.refusal(cannot)) || new KittenError("STORE_UNAVAILABLE", `${cannot}: ${this.#lastError}`);
+      const refusal = (short && this.#space.refusal(cannot)) || new KittenError("STORE_UNAVAILABLE", `${cannot}: ${this.#health.lastError}`);
       if (mode === "batch") throw refusal;
       return Promise.reject(refusal);
     }
     const seq = this.#nextSeq++;
     message.position = seq;
-    this.#appends.set(seq, message);
-    if (mode === "fsync") this.#unconfirmed.add(seq);
-    if (mode === "batch") {
-      this.#next.within(this.#commitIntervalMs);
-      return;
-    }
-    this.#next.soon();
-    this.#batch ??= Promise.withResolvers<void>();
-    return this.#batch.promise;
+    const batch = this.#pending.add(seq, message, mode);
+    if (batch === undefined) this.#next.within(this.#commitIntervalMs);
+    else this.#next.soon();
+    return batch;
   }
 
   remove(message: StoredMessage): void {
@@ -186,14 +171,15 @@ export class SqliteStore implements PagingStore {
     message.position = undefined;
     this.#counts.forget(message);
     this.#delays.forget(message);
-    if (this.#appends.delete(seq)) {
-      this.#unconfirmed.delete(seq);
+    if (this.#pending.cancel(seq)) {
       this.stats.cancelled++;
       return;
     }
-    this.#removes.push(seq);
-    this.#removed.push(message);
-    this.#ids.removing(message.id);
+    if (this.#journal.remove(seq)) {
+      this.#next.within(this.#commitIntervalMs);
+      return;
+    }
+    this.#removes.add(seq, message);
     this.#next.within(this.#commitIntervalMs);
   }
 
@@ -230,15 +216,18 @@ export class SqliteStore implements PagingStore {
    * for paged messages: a row whose delete is pending is as good as gone).
    */
   holds(messageId: string): boolean {
-    return !this.#closed && this.#ids.holds(messageId, this.#removed);
+    return !this.#closed && (this.#journal.holds(messageId) || this.#removes.holds(messageId));
   }
 
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
   *scan(): IterableIterator<StoredMessage> {
     this.#open();
-    this.#flushAll();
-    const pending = [...this.#appends.values()]; // left only when the commit just failed
+    this.#settle(true);
+    // Left only when the settle just failed: journaled positions follow every row's.
+    const journaled = [...this.#journal.live()].map(([, message]) => message);
+    const pending = [...this.#pending.messages.values()];
     yield* this.#rows.scan();
+    yield* journaled;
     yield* pending;
   }
 
@@ -248,24 +237,28 @@ export class SqliteStore implements PagingStore {
 
   readQueue(queue: string, from: number, limit: number): StoredMessage[] {
     this.#open();
-    if (this.#appends.size > 0) this.#flush(); // batch mode confirmed them already: they must be readable
-    // A commit that failed leaves them pending: reading past them would skip confirmed messages.
-    if (this.#appends.size > 0) throw this.#unavailable(this.#lastError);
-    return this.#rows.read(queue, from, limit);
+    // Journaled messages and batch-mode appends are confirmed already: they must be readable.
+    if (this.#pending.size > 0 || this.#journal.liveCount > 0) this.#settle(false);
+    // A commit that failed leaves appends out: reading past them would skip confirmed messages.
+    if (this.#pending.size > 0) throw this.#health.unavailable(this.#health.lastError);
+    // A settle that failed (a full disk) leaves journaled messages, each after every row.
+    return this.#journal.readAfter(this.#rows.read(queue, from, limit), queue, from, limit);
   }
 
   lastPosition(queue: string): number {
     this.#open();
-    return this.#rows.lastPosition(queue);
+    if (this.#journal.liveCount > 0) this.#settle(false);
+    // Left only when the settle failed: journaled positions are higher than every row's.
+    return this.#journal.lastPosition(queue) ?? this.#rows.lastPosition(queue);
   }
 
   purgeFrom(queue: string, from: number, destination?: string): number {
     this.#open();
-    this.#flushAll(); // pending rows are committed, so they are measured and deleted with the rest
+    this.#settle(true); // pending and journaled rows are committed, so they are measured and deleted with the rest
     try {
       return this.#rows.purgeFrom(queue, from, destination);
     } catch (error) {
-      throw this.#unavailable(error);
+      throw this.#health.unavailable(error);
     }
   }
 
@@ -307,35 +300,33 @@ export class SqliteStore implements PagingStore {
     try {
       this.#meta.set(key, value);
     } catch (error) {
-      throw this.#unavailable(error);
+      throw this.#health.unavailable(error);
     }
   }
 
   /** Commits what is pending (its failure is reported like any commit's), then closes. Idempotent. */
   close(): void {
     if (this.#closed) return;
-    this.#flushAll();
+    this.#settle(true); // a clean stop leaves the journal empty (one that fails keeps it, read at the next open)
     this.#closed = true;
     this.#next.clear();
-    const lost = this.#appends.size;
+    const lost = this.#pending.size;
     if (lost > 0) {
       this.#log.error("store", `directory=${this.directory};messages=${lost};confirmed messages not written at close`);
     }
-    this.#appends.clear();
-    this.#removes = [];
-    this.#removed = [];
-    this.#ids.clear();
+    this.#pending.clear();
+    this.#removes.clear();
     this.#counts.clear(); // Left only when the last commit failed: the disk keeps older counts.
     this.#delays.clear();
     this.#meta.clear();
     this.#log.info("store", `directory=${this.directory};${describeStats(this.stats)};store closed`);
     try {
       // Unfinalized statements would keep the connection (and its exclusive lock) open after close.
-      for (const statement of [this.#begin, this.#commit, this.#rollback]) statement.finalize();
       this.#writes.finalize();
       this.#rows.finalize();
-      this.#ids.finalize();
+      this.#removes.ids.finalize();
       this.#space.finalize();
+      this.#journal.close();
       this.#db.close(true); // Checkpoints the WAL into the database file and deletes it.
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
@@ -348,30 +339,46 @@ export class SqliteStore implements PagingStore {
     try {
       do this.#flush();
       while (
-        this.#healthy &&
-        (this.#removes.length > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0 || this.#meta.pending > 0)
+        this.#health.healthy &&
+        (this.#removes.size > 0 || this.#journal.pendingRemoves > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0 || this.#meta.pending > 0)
       );
     } finally {
       this.#forceCounts = false;
     }
   }
 
-  #unavailable(error: unknown): KittenError {
-    return new KittenError("STORE_UNAVAILABLE", `Cannot write to the store in "${this.directory}": ${describe(error)}`, undefined, {
-      cause: error,
-    });
-  }
-
-  /** One transaction for everything pending. Synchronous; runs from a timer, an immediate, load or close. */
+  /**
+   * One commit of everything pending. Synchronous; runs from a timer, an immediate, a read or
+   * close. The appends go to the journal, in one fsynced frame with the removes of journaled
+   * messages, unless this commit settles it; the database's transaction has the rest.
+   */
   readonly #flush = (): void => {
     this.#next.clear();
     const counts = this.#counts;
     counts.ripen(this.#forceCounts);
-    const appends = this.#appends;
+    const journal = this.#journal;
+    let batch = this.#pending.takeBatch();
+    // Counts and delays are written to rows (a consumer acks most messages long before a count is
+    // due). A failing store writes the database only: a commit that succeeds there restores it.
+    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full || counts.due.size > 0 || this.#delays.size > 0;
+    const pending = this.#pending.messages;
+    let appends = pending;
+    let through = this.#nextSeq - 1;
+    if (settle) {
+      if (journal.liveCount > 0) appends = new Map([...journal.live(), ...appends]); // journaled positions come first
+    } else {
+      if (appends.size > 0 || journal.pendingRemoves > 0) {
+        if (!this.#writeJournal(appends, batch)) return;
+        batch = null;
+      }
+      // The file written is full and the other still has live messages: they go to the database.
+      appends = journal.previousToSettle ?? NO_APPENDS;
+      through = journal.previousThrough;
+    }
+    const settling = appends !== pending && appends !== NO_APPENDS;
+    const journaled = settling ? appends.size - this.#pending.size : 0;
     const removes = this.#removes;
-    const batch = this.#batch;
-    this.#batch = null;
-    const deletes = Math.min(removes.length, MAX_DELETES_PER_COMMIT);
+    const deletes = Math.min(removes.size, MAX_DELETES_PER_COMMIT);
     // Delivery counts: an UPDATE for a stored row (deletes and updates share the per-commit bound),
     // the INSERT for a pending append, nothing for a message the store no longer holds.
     const written = counts.updatesFor(appends, MAX_DELETES_PER_COMMIT - deletes);
@@ -381,64 +388,91 @@ export class SqliteStore implements PagingStore {
     const delayCount = delays.updates === null ? 0 : delays.updates.length / 2;
     const operations = appends.size + deletes + updateCount + delayCount + this.#meta.pending;
     if (operations === 0) {
+      if (settle && journal.size > 0) journal.settled(); // every message in it was removed
       batch?.resolve(); // Every append of it was cancelled.
       this.#comeBackForCounts();
       return;
     }
     const started = performance.now();
-    const usage = new UsageDelta();
+    const table = new UsageDelta(); // the queue_usage rows
+    const memory = new UsageDelta(); // this.#rows.usage, which counts journaled messages already
+    for (const message of appends.values()) table.add(message, 1);
+    for (const message of this.#pending.messages.values()) memory.add(message, 1);
+    for (let i = 0; i < deletes; i++) {
+      table.add(removes.messages[i]!, -1);
+      memory.add(removes.messages[i]!, -1);
+    }
+    const changes: RowChanges = {
+      appends,
+      deliveries: (message) => counts.forAppend(message),
+      notBefore: (message) => this.#delays.forAppend(message),
+      removes: removes.seqs,
+      deletes,
+      updates,
+      delays: delays.updates,
+      journalThrough: journaled > 0 ? { key: JOURNAL_THROUGH, seq: through } : null,
+    };
     try {
-      this.#sync.set(appends.size > 0);
-      this.#begin.run();
-      this.#writes.insert(appends, (message) => counts.forAppend(message), (message) => this.#delays.forAppend(message));
-      for (const message of appends.values()) usage.add(message, 1);
-      if (deletes > 0) this.#writes.delete(removes, deletes);
-      for (let i = 0; i < deletes; i++) usage.add(this.#removed[i]!, -1);
-      this.#rows.writeUsage(usage);
-      if (updates !== null) this.#writes.update(updates);
-      if (delays.updates !== null) this.#writes.updateNotBefore(delays.updates);
-      this.#meta.writePending();
-      this.#beforeCommit?.();
-      this.#commit.run();
+      this.#writes.transaction(changes, () => {
+        this.#rows.writeUsage(table);
+        this.#meta.writePending();
+        this.#beforeCommit?.();
+      });
     } catch (error) {
-      if (this.#db.inTransaction) {
-        try {
-          this.#rollback.run();
-        } catch {
-          // SQLite may have rolled back already (SQLITE_FULL and I/O errors do).
-        }
-      }
       this.#failed(error, batch);
       return;
     }
     const elapsed = performance.now() - started;
-    const stats = this.stats;
-    stats.commits++;
-    stats.inserted += appends.size;
-    stats.deleted += deletes;
-    stats.updates += updateCount + delayCount;
-    stats.lastCommitMs = elapsed;
-    stats.commitMs += elapsed;
-    if (elapsed > stats.maxCommitMs) stats.maxCommitMs = elapsed;
+    countCommit(this.stats, elapsed, { inserted: appends.size, deleted: deletes, updates: updateCount + delayCount, operations });
     this.#onCommit?.(elapsed);
-    if (operations > stats.largestBatch) stats.largestBatch = operations;
+    if (settle && (journaled > 0 || journal.size > 0)) journal.settled();
+    else if (settling) journal.previousSettled();
+    if (journaled > 0) this.stats.settles++;
     counts.committed(written, appends);
     this.#delays.committed(delays);
-    this.#appends = new Map();
+    if (settle) this.#pending.committed();
     this.#meta.clear();
-    this.#unconfirmed.clear();
-    this.#rows.usage.apply(usage);
-    this.#ids.deleted(this.#removed, deletes);
-    this.#removes = deletes === removes.length ? [] : removes.slice(deletes);
-    this.#removed = deletes === removes.length ? [] : this.#removed.slice(deletes);
-    if (this.#removes.length > 0 || written.deferred || delays.deferred) this.#next.soon();
+    this.#rows.usage.apply(memory);
+    removes.committed(deletes);
+    if (removes.size > 0 || written.deferred || delays.deferred) this.#next.soon();
     else this.#comeBackForCounts();
-    if (!this.#healthy) {
-      this.#healthy = true;
-      this.#log.info("store", `directory=${this.directory};store writable again`);
-    }
+    this.#health.writable();
     batch?.resolve();
   };
+
+  /**
+   * Writes the appends and the journal's pending removes as one journal frame (fsynced when there
+   * are appends): true when written, and then the appends are confirmed.
+   */
+  #writeJournal(appends: Map<number, StoredMessage>, batch: PromiseWithResolvers<void> | null): boolean {
+    try {
+      this.#beforeCommit?.();
+      const started = performance.now();
+      this.#journal.write(appends); // no count or delay is due: the commit would settle
+      if (appends.size > 0) this.#onCommit?.(performance.now() - started);
+    } catch (error) {
+      this.#failed(error, batch);
+      return false;
+    }
+    this.#pending.committed();
+    this.#health.writable();
+    batch?.resolve();
+    return true;
+  }
+
+  /**
+   * Moves every journaled message into the database (a read needs them there, or the store
+   * closes): one commit, or with `all` every commit until nothing is pending or one fails.
+   */
+  #settle(all: boolean): void {
+    this.#settleAsked = true;
+    try {
+      if (all) this.#flushAll();
+      else this.#flush();
+    } finally {
+      this.#settleAsked = false;
+    }
+  }
 
   /** Delivery counts not due yet: a commit comes back when the oldest are (delivery_counts.ts). */
   #comeBackForCounts(): void {
@@ -447,44 +481,20 @@ export class SqliteStore implements PagingStore {
   }
 
   #failed(error: unknown, batch: PromiseWithResolvers<void> | null): void {
-    const failure = this.#unavailable(error);
     this.stats.failedCommits++;
     if (isDiskFull(error)) this.#space.diskFull();
-    this.#lastError = describe(error);
-    if (this.#healthy) {
-      this.#healthy = false;
-      this.#log.error("store", `directory=${this.directory};commit failed, sends refused until it recovers: ${this.#lastError}`);
-    }
+    const failure = this.#health.failed(error);
     // fsync appends are not confirmed yet: their senders are told, and the rows are forgotten.
     // Batch appends were confirmed already: they stay pending and are retried.
-    for (const seq of this.#unconfirmed) {
-      this.#appends.get(seq)!.position = undefined;
-      this.#appends.delete(seq);
-    }
-    this.stats.refused += this.#unconfirmed.size;
-    this.#unconfirmed.clear();
+    this.stats.refused += this.#pending.failed();
     batch?.reject(failure);
     if (!this.#closed && this.pending > 0) this.#next.within(this.#retryIntervalMs);
   }
 
-  /**
-   * Unhealthy with nothing pending (the disk was full at open, or every failed append was
-   * rejected): no retry will come, so a batch-mode append tries one small write itself, at most
-   * once per retry interval. True when the store can write again.
-   */
+  /** A batch-mode append to a failing store with nothing to retry tries one small write (health.ts). */
   #probe(): boolean {
-    const now = performance.now();
-    if (this.pending > 0 || now - this.#probedAt < this.#retryIntervalMs) return false;
-    this.#probedAt = now;
-    try {
-      this.#meta.set("opened", Date.now());
-    } catch (error) {
-      this.#lastError = describe(error);
-      return false;
-    }
-    this.#healthy = true;
-    this.#log.info("store", `directory=${this.directory};store writable again`);
-    return true;
+    return this.#health.probe(this.pending, () => this.#meta.set("opened", Date.now()));
   }
+
 }
 

@@ -4,6 +4,7 @@
  */
 import { Database } from "bun:sqlite";
 import { afterEach, beforeEach, describe, expect, it } from "bun:test";
+import { CommitSync } from "../../../src/server/store/database.ts";
 import { SCHEMA } from "../../../src/server/store/record.ts";
 import { RowWrites } from "../../../src/server/store/row_writes.ts";
 import type { StoredMessage } from "../../../src/server/store/store.ts";
@@ -13,7 +14,7 @@ let writes: RowWrites;
 beforeEach(() => {
   db = new Database(":memory:");
   for (const statement of SCHEMA) db.run(statement);
-  writes = new RowWrites(db);
+  writes = new RowWrites(db, new CommitSync(db));
 });
 afterEach(() => {
   writes.finalize();
@@ -76,4 +77,32 @@ describe("RowWrites", () => {
     writes.delete([8], 1);
     expect(seqs()).toEqual(kept.filter((seq) => seq !== 8));
   });
+
+  it("runs one transaction of inserts, deletes, updates and the journal's settle position, or none of it when a part fails", () => {
+    const first = new Map<number, StoredMessage>([[1, message(1)], [2, message(2)], [3, message(3)]]);
+    writes.transaction({ ...NO_CHANGES, appends: first }, () => {});
+    const changes = {
+      appends: new Map<number, StoredMessage>([[4, message(4)]]),
+      deliveries: () => 0,
+      notBefore: () => 0,
+      removes: [1, 2],
+      deletes: 1,
+      updates: [3, 6],
+      delays: null,
+      journalThrough: { key: "journal_through", seq: 4 },
+    };
+    const through = () => db.query<{ value: number }, []>("SELECT value FROM meta WHERE key = 'journal_through'").get()?.value ?? null;
+    expect(() => writes.transaction(changes, () => {
+      throw new Error("disk I/O error");
+    })).toThrow("disk I/O error");
+    expect(db.inTransaction).toBe(false);
+    expect(seqs()).toEqual([1, 2, 3]);
+    expect(through()).toBeNull();
+    writes.transaction(changes, () => {});
+    expect(seqs()).toEqual([2, 3, 4]); // only the first `deletes` of the removes
+    expect(db.query("SELECT deliveries FROM messages WHERE seq = 3").values()).toEqual([[6]]);
+    expect(through()).toBe(4);
+  });
 });
+
+const NO_CHANGES = { appends: new Map(), deliveries: () => 0, notBefore: () => 0, removes: [], deletes: 0, updates: null, delays: null, journalThrough: null };

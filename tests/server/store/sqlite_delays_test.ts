@@ -9,7 +9,9 @@ import { waitFor } from "../../helpers/broker.ts";
 import { sqliteStoreFixture } from "../../helpers/sqlite_store.ts";
 import { storedMessage } from "./store_conformance.ts";
 
-const { withStore, snapshotMessages } = sqliteStoreFixture();
+// The database's transactions, counted exactly: appends go to the database, not the journal
+// (journal.ts; its own tests are in sqlite_journal_test.ts).
+const { withStore, snapshotMessages } = sqliteStoreFixture({ journal: false });
 
 /** What a crash now would leave on disk: each stored message's `not_before`. */
 function delaysOnDisk(directory: string): Record<string, number> {

@@ -11,7 +11,9 @@ import { waitFor } from "../../helpers/broker.ts";
 import { delivery, runStoreConformance, storedMessage } from "./store_conformance.ts";
 import { sqliteStoreFixture } from "../../helpers/sqlite_store.ts";
 
-const { temps, withStore, snapshot, snapshotMessages } = sqliteStoreFixture();
+// The database's transactions, counted exactly: appends go to the database, not the journal
+// (journal.ts; its own tests are in sqlite_journal_test.ts).
+const { temps, withStore, snapshot, snapshotMessages } = sqliteStoreFixture({ journal: false });
 
 /** A store in a fresh temp directory; `reopen` closes it and opens the directory again. */
 function sqliteSubject(mode: "fsync" | "batch") {

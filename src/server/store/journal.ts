@@ -1,0 +1,481 @@
+/**
+ * The store's message journal: append-only files in front of the database, so that a message
+ * acked soon after it was confirmed never costs SQLite a row. Most messages of a busy queue live
+ * for milliseconds; writing each one into two B-trees (the table and the index by queue), then
+ * deleting it from both, cost the broker about 2 µs per message, where appending it to a file
+ * costs a copy of its bytes. The group commit writes one frame per commit (the commit's appends,
+ * and the removes of journaled messages acked since the last one) and fsyncs it.
+ *
+ * Two files, `journal-a` and `journal-b`, written in turn. Once the one being written reaches its
+ * limit (`segmentLimit`: 4 MiB, less on a disk with little room), writing moves to the other,
+ * emptied first. By then the messages in it were nearly all acked: one with none left is simply
+ * emptied; one still holding live messages has them moved into the database first ("settled",
+ * by the store: sqlite_store.ts). So only a message that outlives a file's turn costs a row.
+ * The store also settles everything when a read needs every message in the database (paging,
+ * a snapshot, close), when a delivery count or a delay must be written to a row, and when the
+ * journal holds more live messages than JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue
+ * filling with no consumer: memory stays bounded, and it pays about what it did without one).
+ *
+ * A file is a sequence of frames:
+ *
+ *   frame   = length u32 | crc32 of the entries u32 | entries (`length` bytes)
+ *   entry   = APPEND | REMOVE
+ *   APPEND  = 1 u8 | seq f64 | created f64 | deliveries u32 | notBefore f64
+ *             | id str | queue str | destination str | deadLetter str (length 0xFFFFFFFF: none) | body bytes
+ *   REMOVE  = 2 u8 | seq f64
+ *   str     = byte length u32 | UTF-8 ;  bytes = length u32 | bytes   (all little-endian)
+ *
+ * Reading back (at open) takes every APPEND of both files and drops those a REMOVE names,
+ * wherever it is (a message appended to one file may be removed in the other; positions are never
+ * reused, so the order of the files does not matter). A file is read up to its first frame whose
+ * length or checksum is wrong, and cut there: a frame is written by one write, so only a crash of
+ * the machine can leave one torn, and a torn frame was never fsynced, so none of its appends was
+ * confirmed. The database's meta value `journal_through` is the last position a settle covered:
+ * entries at or below it are in the database already (a crash between a settle's commit and its
+ * file being emptied leaves them).
+ */
+import type { Database } from "bun:sqlite";
+import { closeSync, fdatasyncSync, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { KittenError } from "../../protocol/errors.ts";
+import type { Logger } from "../log.ts";
+import { describe, type SqliteStoreStats } from "./database.ts";
+import { deadLetterColumn, decodeDeadLetter, getMeta } from "./record.ts";
+import type { StoredMessage } from "./store.ts";
+import { type StoreUsage, UsageDelta } from "./usage.ts";
+
+/** The journal's files inside the data directory. */
+export const JOURNAL_FILES = ["journal-a", "journal-b"] as const;
+/** Meta key: the highest position a settle covered. */
+export const JOURNAL_THROUGH = "journal_through";
+/** A file's limit: at most this, and at most a sixteenth of the disk's free space, at least MIN. */
+export const JOURNAL_SEGMENT_BYTES = 4 * 1024 * 1024;
+export const JOURNAL_SEGMENT_MIN_BYTES = 64 * 1024;
+/**
+ * Settle everything once this many journaled messages are unacked, or their bodies take this
+ * much: a settle is one transaction, and the WAL (cut back to 1 MiB) and the reserve for a full
+ * disk (space.ts) are sized for transactions of this order.
+ */
+export const JOURNAL_LIVE_MESSAGES = 8192;
+export const JOURNAL_LIVE_BYTES = 1024 * 1024;
+
+const APPEND = 1;
+const REMOVE = 2;
+const NO_DEAD_LETTER = 0xffffffff;
+const FRAME_HEAD = 8;
+/** Fixed bytes of an APPEND (type, seq, created, deliveries, notBefore, five lengths). */
+const APPEND_FIXED = 1 + 8 + 8 + 4 + 8 + 5 * 4;
+const REMOVE_BYTES = 1 + 8;
+
+/**
+ * Opens the journal of the store in `directory` (its database `db`, closed on failure) and counts
+ * what it holds in `usage` (the table gets it at the next settle).
+ */
+export function openJournal(db: Database, directory: string, readFree: (directory: string) => number, store: JournalStore, log: Logger): Journal {
+  const through = Number(getMeta(db, JOURNAL_THROUGH) ?? 0);
+  let journal: Journal;
+  try {
+    journal = new Journal(directory, through, () => readFree(directory), store);
+  } catch (error) {
+    db.close();
+    throw new KittenError("STORE_UNAVAILABLE", `Cannot open the journal in "${directory}": ${describe(error)}`, undefined, { cause: error });
+  }
+  if (journal.liveCount > 0) log.info("store", `directory=${directory};messages=${journal.liveCount};journaled messages read back`);
+  return journal;
+}
+
+/** What of the store the journal keeps up to date: the usage figures (journaled messages count) and its counters. */
+export interface JournalStore {
+  usage: StoreUsage;
+  stats: Pick<SqliteStoreStats, "journaled" | "journalWrites" | "journalSyncs">;
+}
+
+/** What one journal file holds. */
+interface FileRead {
+  appends: Map<number, StoredMessage>;
+  removes: number[];
+  /** Bytes of whole frames: a torn frame after them is cut off. */
+  validBytes: number;
+  fileBytes: number;
+}
+
+/** Reads one journal file (missing: empty). */
+function readFile(path: string): FileRead {
+  const read: FileRead = { appends: new Map(), removes: [], validBytes: 0, fileBytes: 0 };
+  let data: Uint8Array;
+  try {
+    data = readFileSync(path);
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return read;
+    throw error;
+  }
+  read.fileBytes = data.length;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const decoder = new TextDecoder();
+  let at = 0;
+  while (at + FRAME_HEAD <= data.length) {
+    const length = view.getUint32(at, true);
+    const start = at + FRAME_HEAD;
+    const end = start + length;
+    if (end > data.length || Bun.hash.crc32(data.subarray(start, end)) !== view.getUint32(at + 4, true)) break;
+    let p = start;
+    const str = (): string => {
+      const n = view.getUint32(p, true);
+      const s = decoder.decode(data.subarray(p + 4, p + 4 + n));
+      p += 4 + n;
+      return s;
+    };
+    while (p < end) {
+      const type = data[p]!;
+      const seq = view.getFloat64(p + 1, true);
+      if (type === REMOVE) {
+        read.removes.push(seq);
+        p += REMOVE_BYTES;
+        continue;
+      }
+      if (type !== APPEND) throw new Error(`journal "${path}": unknown entry type ${type} at byte ${p}`);
+      const created = view.getFloat64(p + 9, true);
+      const deliveries = view.getUint32(p + 17, true);
+      const notBefore = view.getFloat64(p + 21, true);
+      p += 29;
+      const id = str();
+      const queue = str();
+      const destination = str();
+      let deadLetter = null;
+      if (view.getUint32(p, true) === NO_DEAD_LETTER) p += 4;
+      else deadLetter = decodeDeadLetter(seq, str());
+      const bodyLength = view.getUint32(p, true);
+      // A copy: the message outlives this read, the file's buffer should not.
+      const body = data.slice(p + 4, p + 4 + bodyLength);
+      p += 4 + bodyLength;
+      read.appends.set(seq, { id, queue, destination, created, body, deliveries, deadLetter, notBefore, position: seq });
+    }
+    at = end;
+  }
+  read.validBytes = at;
+  return read;
+}
+
+/** One journal file: its live messages (appended to it, not removed) and its size. */
+class Segment {
+  live = new Map<number, StoredMessage>();
+  liveBytes = 0;
+  size: number;
+  /** The highest position appended to it. */
+  lastSeq = 0;
+  readonly fd: number;
+
+  constructor(readonly path: string, read: FileRead) {
+    this.fd = openSync(path, "a");
+    if (read.fileBytes !== read.validBytes) ftruncateSync(this.fd, read.validBytes);
+    this.size = read.validBytes;
+  }
+
+  add(message: StoredMessage): void {
+    const seq = message.position!;
+    this.live.set(seq, message);
+    this.liveBytes += message.body.length;
+    if (seq > this.lastSeq) this.lastSeq = seq;
+  }
+
+  /** Empties the file; false when it could not be (it keeps its size). */
+  empty(): boolean {
+    this.live = new Map();
+    this.liveBytes = 0;
+    try {
+      ftruncateSync(this.fd, 0);
+      this.size = 0;
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** The open journal: its two files, the live messages, and the frame of the next commit. */
+export class Journal {
+  /** The first position the store may give: above every entry and every settle, so that none is reused. */
+  readonly nextSeq: number;
+  /** The file being written, and the other. */
+  #current: Segment;
+  #previous: Segment;
+  /** The current file's limit (bytes), set when writing moves to it. */
+  #limit: number;
+  /** Positions of journaled messages removed since the last frame, and the messages. */
+  #removes: number[] = [];
+  #removed: StoredMessage[] = [];
+  /** The frame buffer, reused and grown as needed. */
+  #buffer = Buffer.allocUnsafe(1024 * 1024);
+  /** A write failed: settle everything, which empties both files (a torn frame may be left). */
+  #failed = false;
+  /** Ids of live messages, by count: kept only once `holds()` was asked (a slave's check by id). */
+  #ids: Map<string, number> | null = null;
+  readonly #freeBytes: () => number;
+  readonly #store: JournalStore;
+
+  /**
+   * Reads the files in `directory` (entries at or below `through` are settled already) and opens
+   * them for appending, each cut back to its whole frames, and counts what they hold in the usage
+   * figures (the table gets it at the next settle). `freeBytes`: the disk's free space.
+   */
+  constructor(directory: string, through: number, freeBytes: () => number, store: JournalStore) {
+    this.#freeBytes = freeBytes;
+    this.#store = store;
+    const reads = JOURNAL_FILES.map((name) => readFile(join(directory, name)));
+    let maxSeq = through;
+    const removed = new Set<number>();
+    for (const read of reads) {
+      for (const seq of read.removes) {
+        removed.add(seq);
+        if (seq > maxSeq) maxSeq = seq;
+      }
+    }
+    const segments = reads.map((read, i) => new Segment(join(directory, JOURNAL_FILES[i]!), read));
+    for (let i = 0; i < reads.length; i++) {
+      for (const [seq, message] of reads[i]!.appends) {
+        if (seq > maxSeq) maxSeq = seq;
+        if (seq > through && !removed.has(seq)) segments[i]!.add(message);
+      }
+    }
+    // Writing goes on in the file with the newest entries.
+    const [a, b] = segments as [Segment, Segment];
+    [this.#current, this.#previous] = b.lastSeq > a.lastSeq ? [b, a] : [a, b];
+    this.nextSeq = maxSeq + 1;
+    this.#limit = this.#segmentLimit();
+    const usage = new UsageDelta();
+    for (const [, message] of this.live()) usage.add(message, 1);
+    store.usage.apply(usage);
+  }
+
+  /** Journaled messages not removed. */
+  get liveCount(): number {
+    return this.#previous.live.size + this.#current.live.size;
+  }
+
+  /** Live messages in position order (every one is above every row of the database). */
+  *live(): IterableIterator<[number, StoredMessage]> {
+    // The previous file's positions all come before the current one's.
+    yield* this.#previous.live;
+    yield* this.#current.live;
+  }
+
+  /** `rows` (of `queue`, from position `from`) followed by live messages of it, up to `limit` in all. */
+  readAfter(rows: StoredMessage[], queue: string, from: number, limit: number): StoredMessage[] {
+    if (this.liveCount === 0) return rows;
+    for (const [seq, message] of this.live()) {
+      if (rows.length >= limit) break;
+      if (seq >= from && message.queue === queue) rows.push(message);
+    }
+    return rows;
+  }
+
+  /** The position of the newest live message of `queue`, or null when it has none. */
+  lastPosition(queue: string): number | null {
+    let last = null;
+    for (const [seq, message] of this.live()) if (message.queue === queue) last = seq;
+    return last;
+  }
+
+  /** Bytes in both files. */
+  get size(): number {
+    return this.#previous.size + this.#current.size;
+  }
+
+  /** Removes of journaled messages waiting for the next frame. */
+  get pendingRemoves(): number {
+    return this.#removes.length;
+  }
+
+  /**
+   * True when everything should be settled: too many live messages for memory, or a write failed
+   * (its file may end in part of a frame, after which nothing may be written until it is emptied).
+   */
+  get full(): boolean {
+    return this.#failed || this.liveCount >= JOURNAL_LIVE_MESSAGES ||
+      this.#previous.liveBytes + this.#current.liveBytes >= JOURNAL_LIVE_BYTES;
+  }
+
+  /**
+   * The previous file's live messages, when they must be settled before writing can move to it
+   * (the current one is past its limit); else null. Settled, `previousSettled()` empties it.
+   */
+  get previousToSettle(): Map<number, StoredMessage> | null {
+    return this.#current.size >= this.#limit && this.#previous.live.size > 0 ? this.#previous.live : null;
+  }
+
+  /** The last position in the previous file: a settle of it covers up to there. */
+  get previousThrough(): number {
+    return this.#previous.lastSeq;
+  }
+
+  /** A message was removed (acked): true when it was journaled, and its REMOVE goes in the next frame. */
+  remove(seq: number): boolean {
+    const segment = this.#current.live.has(seq) ? this.#current : this.#previous.live.has(seq) ? this.#previous : null;
+    if (segment === null) return false;
+    const message = segment.live.get(seq)!;
+    segment.live.delete(seq);
+    segment.liveBytes -= message.body.length;
+    if (this.#ids !== null) forget(this.#ids, message.id);
+    this.#removes.push(seq);
+    this.#removed.push(message);
+    return true;
+  }
+
+  /**
+   * Writes one frame, the appends (each with its own count and delay) and the pending removes,
+   * fsynced when there are appends, and adds the appends to the live ones. On failure the file is
+   * cut back to where it was and nothing changes (the removes stay pending): the error is thrown,
+   * and the journal asks to be settled.
+   */
+  write(appends: Map<number, StoredMessage>): void {
+    const sync = appends.size > 0;
+    const frame = this.#encode(appends);
+    const segment = this.#current;
+    try {
+      for (let at = 0; at < frame.length;) at += writeSync(segment.fd, frame, at, frame.length - at);
+      if (sync) fdatasyncSync(segment.fd);
+    } catch (error) {
+      this.#failed = true;
+      try {
+        ftruncateSync(segment.fd, segment.size);
+      } catch {
+        // Settling empties it.
+      }
+      throw error;
+    }
+    segment.size += frame.length;
+    const usage = new UsageDelta();
+    for (const message of appends.values()) {
+      this.#addLive(segment, message);
+      usage.add(message, 1);
+    }
+    for (const message of this.#removed) usage.add(message, -1);
+    this.#store.usage.apply(usage);
+    const stats = this.#store.stats;
+    stats.journaled += appends.size;
+    stats.journalWrites++;
+    if (sync) stats.journalSyncs++;
+    this.#removes = [];
+    this.#removed = [];
+    if (segment.size >= this.#limit && this.#previous.live.size === 0) this.#turn();
+  }
+
+  /** True when a live journaled message has this id. */
+  holds(messageId: string): boolean {
+    if (this.#ids === null) {
+      this.#ids = new Map();
+      for (const [, message] of this.live()) this.#ids.set(message.id, (this.#ids.get(message.id) ?? 0) + 1);
+    }
+    return this.#ids.has(messageId);
+  }
+
+  /**
+   * A settle committed every live message into the database: both files start over, empty.
+   * Pending removes are dropped too (their messages were not live, so not settled: nothing is
+   * left to remove), and leave the usage figures. A file that cannot be emptied is only longer:
+   * the settle's `journal_through` makes a reader skip what it holds.
+   */
+  settled(): void {
+    const usage = new UsageDelta();
+    for (const message of this.#removed) usage.add(message, -1);
+    this.#store.usage.apply(usage);
+    this.#removes = [];
+    this.#removed = [];
+    if (this.#ids !== null) this.#ids.clear();
+    const previousEmptied = this.#previous.empty();
+    const currentEmptied = this.#current.empty();
+    if (previousEmptied && currentEmptied) this.#failed = false;
+    this.#limit = this.#segmentLimit();
+  }
+
+  /** A settle committed the previous file's live messages into the database: writing moves to it. */
+  previousSettled(): void {
+    if (this.#ids !== null) for (const message of this.#previous.live.values()) forget(this.#ids, message.id);
+    this.#turn();
+  }
+
+  close(): void {
+    closeSync(this.#previous.fd);
+    closeSync(this.#current.fd);
+  }
+
+  /** Writing moves to the previous file, emptied (its live messages were removed or settled). */
+  #turn(): void {
+    const next = this.#previous;
+    next.empty();
+    this.#previous = this.#current;
+    this.#current = next;
+    this.#limit = this.#segmentLimit();
+  }
+
+  /** A file's limit now: JOURNAL_SEGMENT_BYTES, less on a disk with little room. */
+  #segmentLimit(): number {
+    let free = Infinity;
+    try {
+      free = this.#freeBytes();
+    } catch {
+      // Unknown: the default limit.
+    }
+    return Math.max(JOURNAL_SEGMENT_MIN_BYTES, Math.min(JOURNAL_SEGMENT_BYTES, Math.floor(free / 16)));
+  }
+
+  #addLive(segment: Segment, message: StoredMessage): void {
+    segment.add(message);
+    if (this.#ids !== null) this.#ids.set(message.id, (this.#ids.get(message.id) ?? 0) + 1);
+  }
+
+  /** The frame of one commit, in the reused buffer. */
+  #encode(appends: Map<number, StoredMessage>): Uint8Array {
+    // An upper bound: a string's UTF-8 takes at most 3 bytes per UTF-16 unit.
+    let bound = FRAME_HEAD + this.#removes.length * REMOVE_BYTES;
+    const deadLetters: (string | null)[] = [];
+    for (const message of appends.values()) {
+      const dead = message.deadLetter ? deadLetterColumn(message) : null;
+      deadLetters.push(dead);
+      bound += APPEND_FIXED + message.body.length + 3 * (message.id.length + message.queue.length + message.destination.length + (dead?.length ?? 0));
+    }
+    if (this.#buffer.length < bound) this.#buffer = Buffer.allocUnsafe(Math.max(bound, this.#buffer.length * 2));
+    const buffer = this.#buffer;
+    let at = FRAME_HEAD;
+    const str = (value: string): void => {
+      const written = buffer.write(value, at + 4, "utf8");
+      buffer.writeUInt32LE(written, at);
+      at += 4 + written;
+    };
+    let i = 0;
+    for (const [seq, message] of appends) {
+      buffer[at] = APPEND;
+      buffer.writeDoubleLE(seq, at + 1);
+      buffer.writeDoubleLE(message.created, at + 9);
+      buffer.writeUInt32LE(message.deliveries ?? 0, at + 17);
+      buffer.writeDoubleLE(message.notBefore ?? 0, at + 21);
+      at += 29;
+      str(message.id);
+      str(message.queue);
+      str(message.destination);
+      const dead = deadLetters[i++]!;
+      if (dead === null) {
+        buffer.writeUInt32LE(NO_DEAD_LETTER, at);
+        at += 4;
+      } else str(dead);
+      const body = message.body;
+      buffer.writeUInt32LE(body.length, at);
+      buffer.set(body, at + 4);
+      at += 4 + body.length;
+    }
+    for (const seq of this.#removes) {
+      buffer[at] = REMOVE;
+      buffer.writeDoubleLE(seq, at + 1);
+      at += REMOVE_BYTES;
+    }
+    buffer.writeUInt32LE(at - FRAME_HEAD, 0);
+    buffer.writeUInt32LE(Bun.hash.crc32(buffer.subarray(FRAME_HEAD, at)), 4);
+    return buffer.subarray(0, at);
+  }
+}
+
+function forget(ids: Map<string, number>, id: string): void {
+  const count = ids.get(id) ?? 1;
+  if (count <= 1) ids.delete(id);
+  else ids.set(id, count - 1);
+}

@@ -1,0 +1,67 @@
+/**
+ * The appends waiting for the store's next commit (sqlite_store.ts): by position, in arrival
+ * order; which of them were made in fsync mode (confirmed only by the commit that holds them); and
+ * the promise their senders wait on, one per batch.
+ */
+import type { DurableMode, StoredMessage } from "./store.ts";
+
+export class PendingAppends {
+  /** By position, in arrival order. Replaced, not cleared, by a commit: a caller may hold the old one. */
+  messages = new Map<number, StoredMessage>();
+  /** Positions of the fsync-mode appends. */
+  readonly #unconfirmed = new Set<number>();
+  #batch: PromiseWithResolvers<void> | null = null;
+
+  get size(): number {
+    return this.messages.size;
+  }
+
+  /** Adds an append: in fsync mode, returns the promise of its batch (batch mode confirms at once). */
+  add(seq: number, message: StoredMessage, mode: DurableMode): Promise<void> | undefined {
+    this.messages.set(seq, message);
+    if (mode === "batch") return undefined;
+    this.#unconfirmed.add(seq);
+    this.#batch ??= Promise.withResolvers<void>();
+    return this.#batch.promise;
+  }
+
+  /** A remove before the commit: true when the append was pending (both are cancelled). */
+  cancel(seq: number): boolean {
+    if (!this.messages.delete(seq)) return false;
+    this.#unconfirmed.delete(seq);
+    return true;
+  }
+
+  /** A commit begins: the batch whose senders it answers (resolve or reject), and no later append's. */
+  takeBatch(): PromiseWithResolvers<void> | null {
+    const batch = this.#batch;
+    this.#batch = null;
+    return batch;
+  }
+
+  /** The commit holding every pending append succeeded. */
+  committed(): void {
+    this.messages = new Map();
+    this.#unconfirmed.clear();
+  }
+
+  /**
+   * A commit failed: the fsync appends are forgotten (their senders are told by the batch's
+   * rejection), the batch-mode ones stay, confirmed already, for the retry. Returns how many
+   * were forgotten.
+   */
+  failed(): number {
+    const forgotten = this.#unconfirmed.size;
+    for (const seq of this.#unconfirmed) {
+      this.messages.get(seq)!.position = undefined;
+      this.messages.delete(seq);
+    }
+    this.#unconfirmed.clear();
+    return forgotten;
+  }
+
+  clear(): void {
+    this.messages.clear();
+    this.#unconfirmed.clear();
+  }
+}

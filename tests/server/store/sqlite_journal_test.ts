@@ -1,0 +1,281 @@
+/**
+ * The store's journal (journal.ts): appends confirmed from one fsynced frame, messages acked soon
+ * after never written to the database, what a crash leaves (torn frames, a settle whose file was
+ * not emptied), and when the journal settles into the database.
+ */
+import { Database } from "bun:sqlite";
+import { expect, it } from "bun:test";
+import { appendFileSync, copyFileSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { memoryLogger } from "../../../src/server/log.ts";
+import { JOURNAL_FILES, JOURNAL_LIVE_MESSAGES, JOURNAL_SEGMENT_MIN_BYTES } from "../../../src/server/store/journal.ts";
+import { STORE_FILE } from "../../../src/server/store/record.ts";
+import { SqliteStore } from "../../../src/server/store/sqlite_store.ts";
+import { waitFor } from "../../helpers/broker.ts";
+import { sqliteStoreFixture, storeRejection } from "../../helpers/sqlite_store.ts";
+import { runStoreConformance, storedMessage } from "./store_conformance.ts";
+
+const { temps, withStore, snapshotMessages } = sqliteStoreFixture();
+
+/** The message rows of the database alone (a copy of it and its WAL, without the journal). */
+function databaseRows(directory: string): string[] {
+  const copy = temps.make();
+  for (const name of [STORE_FILE, `${STORE_FILE}-wal`]) {
+    try {
+      copyFileSync(join(directory, name), join(copy, name));
+    } catch {
+      // No WAL yet.
+    }
+  }
+  const db = new Database(join(copy, STORE_FILE), { readonly: true });
+  try {
+    return db.query<{ id: string }, []>("SELECT id FROM messages ORDER BY seq").all().map((row) => row.id);
+  } finally {
+    db.close();
+  }
+}
+
+/** Bytes in the journal's files. */
+const journalBytes = (directory: string) => JOURNAL_FILES.reduce((sum, name) => sum + statSync(join(directory, name)).size, 0);
+/** The file written first. */
+const FIRST = JOURNAL_FILES[0];
+/** Copies the store's files, as a crash at this instant leaves them. */
+function copyStoreFiles(from: string, to: string): void {
+  for (const name of [STORE_FILE, `${STORE_FILE}-wal`, ...JOURNAL_FILES]) copyFileSync(join(from, name), join(to, name));
+}
+const nothingPending = (store: SqliteStore) => waitFor(() => store.pending === 0, 2000, "nothing waits for a commit");
+
+it("an fsync append is confirmed once its journal frame is on disk: a crash keeps it, though the database has no row of it", async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const messages = [1, 2, 3].map((n) => storedMessage(n));
+    const results = messages.map((message) => store.append(message));
+    expect(snapshotMessages(directory)).toEqual([]); // nothing written before the commit
+    await Promise.all(results);
+    expect(store.stats).toMatchObject({ journaled: 3, journalSyncs: 1, inserted: 0, commits: 0 });
+    expect(snapshotMessages(directory).map((m) => m.id)).toEqual(messages.map((m) => m.id));
+    expect(databaseRows(directory)).toEqual([]);
+  });
+});
+
+it("messages acked soon after their confirmation never reach the database, and a crash does not bring them back", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
+    const messages = Array.from({ length: 100 }, (_, n) => storedMessage(n));
+    await Promise.all(messages.map((message) => store.append(message)));
+    for (const message of messages.slice(0, 99)) store.remove(message);
+    await nothingPending(store);
+    expect(store.stats).toMatchObject({ journaled: 100, inserted: 0, deleted: 0 });
+    expect(snapshotMessages(directory).map((m) => m.id)).toEqual([messages[99]!.id]);
+    expect(databaseRows(directory)).toEqual([]);
+  });
+});
+
+it("a journaled message keeps its fields through a crash: count, delay, dead letter, body, destination", async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const deadLetter = { reason: "requeueLimit" as const, channel: "orders/v1/shop-1", messageId: "sender.x", deliveries: 5 };
+    const message = storedMessage(7, { id: "sender.ünïcode", deliveries: 3, notBefore: 1_800_000_000_000, deadLetter });
+    await store.append(message);
+    const [read] = snapshotMessages(directory);
+    expect(read).toMatchObject({
+      id: message.id,
+      queue: message.queue,
+      destination: message.destination,
+      created: message.created,
+      deliveries: 3,
+      notBefore: 1_800_000_000_000,
+      deadLetter,
+    });
+    expect(new TextDecoder().decode(read!.body)).toBe("body of message 7");
+  });
+});
+
+it("a torn frame at the end of the journal is dropped at open, and later frames are written after the whole ones", async () => {
+  const original = temps.make();
+  const crashed = temps.make();
+  const first = storedMessage(1);
+  const store = new SqliteStore({ directory: original, logger: memoryLogger() });
+  await store.append(first);
+  copyStoreFiles(original, crashed);
+  store.close();
+  // Half a frame: a length that runs past the end of the file, as a machine crash mid-write leaves.
+  appendFileSync(join(crashed, FIRST), new Uint8Array([200, 0, 0, 0, 1, 2, 3, 4, 1, 0, 0]));
+  const reopened = new SqliteStore({ directory: crashed, logger: memoryLogger() });
+  try {
+    const second = storedMessage(2);
+    await reopened.append(second);
+    expect(snapshotMessages(crashed).map((m) => m.id)).toEqual([first.id, second.id]);
+  } finally {
+    reopened.close();
+  }
+});
+
+it("a settle moves the unacked messages into the database and empties the journal; a journal left full by a crash after it is not read twice", async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const [kept, acked] = [storedMessage(1), storedMessage(2)];
+    await Promise.all([store.append(kept), store.append(acked)]);
+    const beforeSettle = readFileSync(join(directory, FIRST));
+    expect(beforeSettle.length).toBeGreaterThan(0);
+    // A read by queue needs every message in the database.
+    expect(store.readQueue(kept.queue, 0, 10).map((m) => m.id)).toEqual([kept.id, acked.id]);
+    expect(store.stats.settles).toBe(1);
+    expect(journalBytes(directory)).toBe(0);
+    expect(databaseRows(directory)).toEqual([kept.id, acked.id]);
+    store.remove(acked); // a row now: deleted from the database
+    await nothingPending(store);
+    // The crash came between the settle's commit and the file being emptied: the old frames are back.
+    writeFileSync(join(directory, FIRST), beforeSettle);
+    expect(snapshotMessages(directory).map((m) => m.id)).toEqual([kept.id]);
+  });
+});
+
+it("positions are never given twice, even when every row was acked and the journal emptied before a restart", async () => {
+  const directory = temps.make();
+  const store = new SqliteStore({ directory, logger: memoryLogger() });
+  const first = storedMessage(1);
+  await store.append(first);
+  const firstPosition = first.position!;
+  store.readQueue(first.queue, 0, 10); // settled: its position is in journal_through
+  store.remove(first);
+  store.close();
+  const reopened = new SqliteStore({ directory, logger: memoryLogger() });
+  const second = storedMessage(2);
+  await reopened.append(second);
+  expect(second.position).toBeGreaterThan(firstPosition);
+  // Were the position reused, a crash now would skip the journaled message as settled already.
+  expect(snapshotMessages(directory).map((m) => m.id)).toEqual([second.id]);
+  reopened.close();
+});
+
+it(`the journal settles once ${JOURNAL_LIVE_MESSAGES} of its messages are unacked, so that it never holds more`, async () => {
+  await withStore({ mode: "fsync" }, async (store, directory) => {
+    const total = JOURNAL_LIVE_MESSAGES + 2000;
+    for (let n = 0; n < total; n += 1000) {
+      await Promise.all(Array.from({ length: Math.min(1000, total - n) }, (_, i) => store.append(storedMessage(n + i))));
+    }
+    expect(store.stats.settles).toBe(1);
+    expect(store.stats.inserted).toBeGreaterThanOrEqual(JOURNAL_LIVE_MESSAGES);
+    expect(store.stats.inserted).toBeLessThan(total);
+    expect(snapshotMessages(directory).length).toBe(total);
+    expect(store.queueUsage("orders/v1").messages).toBe(total);
+  });
+});
+
+it("a delivery count or a delay due settles the journal: the message's row carries it", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
+    const [counted, delayed] = [storedMessage(1), storedMessage(2)];
+    await Promise.all([store.append(counted), store.append(delayed)]);
+    store.noteDelivery(counted, 2);
+    store.noteDelay(delayed, 1_900_000_000_000, 1);
+    await nothingPending(store);
+    expect(store.stats.settles).toBe(1);
+    expect(databaseRows(directory)).toEqual([counted.id, delayed.id]);
+    const read = snapshotMessages(directory).map((m) => [m.id, m.deliveries, m.notBefore]);
+    expect(read).toEqual([[counted.id, 2, 0], [delayed.id, 1, 1_900_000_000_000]]);
+  });
+});
+
+it("a failed journal write rejects its appends with STORE_UNAVAILABLE, confirms none of them, and the next write succeeds", async () => {
+  let failing = true;
+  const beforeCommit = () => {
+    if (failing) throw Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR" });
+  };
+  await withStore({ mode: "fsync", beforeCommit, retryIntervalMs: 5 }, async (store, directory) => {
+    const lost = storedMessage(1);
+    const refusal = await storeRejection(store.append(lost));
+    expect(refusal.code).toBe("STORE_UNAVAILABLE");
+    expect(store.healthy).toBe(false);
+    failing = false;
+    const kept = storedMessage(2);
+    await store.append(kept);
+    expect(store.healthy).toBe(true);
+    expect(snapshotMessages(directory).map((m) => m.id)).toEqual([kept.id]);
+  });
+});
+
+it("holds() and the usage figures count journaled messages, before and after a restart", async () => {
+  const directory = temps.make();
+  const store = new SqliteStore({ directory, logger: memoryLogger() });
+  const [kept, acked] = [storedMessage(1), storedMessage(2)];
+  await Promise.all([store.append(kept), store.append(acked)]);
+  expect(store.holds(kept.id)).toBe(true);
+  store.remove(acked);
+  expect(store.holds(acked.id)).toBe(false);
+  await nothingPending(store);
+  expect(store.queueUsage(kept.queue).messages).toBe(1);
+  // Restarted from what a crash leaves: the journal is read back and counted.
+  const crashed = temps.make();
+  copyStoreFiles(directory, crashed);
+  store.close();
+  const reopened = new SqliteStore({ directory: crashed, logger: memoryLogger() });
+  expect(reopened.queueUsage(kept.queue).messages).toBe(1);
+  expect(reopened.holds(kept.id)).toBe(true);
+  expect(reopened.load().map((m) => m.id)).toEqual([kept.id]);
+  reopened.close();
+  // Settled at close: the table has it too.
+  const again = new SqliteStore({ directory: crashed, logger: memoryLogger() });
+  expect(again.queueUsage(kept.queue).messages).toBe(1);
+  expect(journalBytes(crashed)).toBe(0);
+  again.close();
+});
+
+it("writing moves to the other file once one is full; one with nothing live left is emptied, one still holding messages has only those settled", async () => {
+  // A disk with 1 MiB free: the files' limit is JOURNAL_SEGMENT_MIN_BYTES.
+  await withStore({ mode: "fsync", commitIntervalMs: 1, readFree: () => 1024 * 1024 }, async (store, directory) => {
+    const body = new Uint8Array(1000);
+    let n = 0;
+    /** One batch of 20 appends (about 21 KB), acked at once. */
+    const churn = async () => {
+      const batch = Array.from({ length: 20 }, () => storedMessage(n++, { body }));
+      await Promise.all(batch.map((message) => store.append(message)));
+      for (const message of batch) store.remove(message);
+      await nothingPending(store);
+    };
+    for (let i = 0; i < 20; i++) await churn(); // about 6 turns of a 64 KiB file
+    expect(store.stats).toMatchObject({ settles: 0, inserted: 0, journaled: 400 });
+    expect(journalBytes(directory)).toBeLessThan(2 * (JOURNAL_SEGMENT_MIN_BYTES + 25_000));
+    // A message left unacked: the file holding it is settled when writing must move back to it.
+    const kept = storedMessage(n++, { body });
+    await store.append(kept);
+    for (let i = 0; i < 8; i++) await churn();
+    expect(store.stats.settles).toBe(1);
+    expect(store.stats.inserted).toBe(1);
+    expect(databaseRows(directory)).toEqual([kept.id]);
+    expect(snapshotMessages(directory).map((m) => m.id)).toEqual([kept.id]);
+    expect(store.queueUsage(kept.queue).messages).toBe(1);
+  });
+});
+
+it("a settle with removes of journaled messages still waiting for their frame leaves the usage figures right", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 60_000 }, async (store) => {
+    const [kept, acked] = [storedMessage(1), storedMessage(2)];
+    await Promise.all([store.append(kept), store.append(acked)]);
+    store.remove(acked); // its REMOVE waits for the next frame
+    expect(store.readQueue(kept.queue, 0, 10).map((m) => m.id)).toEqual([kept.id]); // settles
+    expect(store.queueUsage(kept.queue).messages).toBe(1);
+    store.remove(kept);
+    expect(store.load()).toEqual([]); // commits the delete
+    expect(store.queueUsage(kept.queue).messages).toBe(0);
+  });
+});
+
+/** The conformance suite on a store whose every commit writes the database (no journal). */
+function unjournaled() {
+  return async () => {
+    const directory = temps.make();
+    const open = () => new SqliteStore({ directory, commitIntervalMs: 2, logger: memoryLogger(), journal: false });
+    let current = open();
+    const store = current;
+    return {
+      store,
+      updates: () => store.stats.updates,
+      committed: () => waitFor(() => current.pending === 0, 2000, "nothing waits for a commit"),
+      reopen: () => {
+        current.close();
+        current = open();
+        return Promise.resolve(current);
+      },
+      cleanup: () => Promise.resolve(current.close()),
+    };
+  };
+}
+
+runStoreConformance("SqliteStore (fsync, no journal)", unjournaled(), { durable: true });
