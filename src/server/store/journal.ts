@@ -156,12 +156,21 @@ function readFile(path: string): FileRead {
   return read;
 }
 
-/** One journal file: its live messages (appended to it, not removed) and its size. */
+/**
+ * One journal file: the messages appended to it, how many of them are live (not removed) and
+ * their bytes, and its size. Every position appended to it is at or above `firstSeq`, and below
+ * the `firstSeq` of the file written after it: a position tells which file holds it. A message is
+ * live while its `position` is still the one it was appended with (a removed message's is
+ * undefined): no map to keep per message, two array pushes instead.
+ */
 class Segment {
-  live = new Map<number, StoredMessage>();
+  messages: StoredMessage[] = [];
+  seqs: number[] = [];
+  liveCount = 0;
   liveBytes = 0;
   size: number;
-  /** The highest position appended to it. */
+  /** The lowest and the highest position appended to it since it was emptied. */
+  firstSeq = Infinity;
   lastSeq = 0;
   readonly fd: number;
 
@@ -173,15 +182,28 @@ class Segment {
 
   add(message: StoredMessage): void {
     const seq = message.position!;
-    this.live.set(seq, message);
+    this.messages.push(message);
+    this.seqs.push(seq);
+    this.liveCount++;
     this.liveBytes += message.body.length;
+    if (seq < this.firstSeq) this.firstSeq = seq;
     if (seq > this.lastSeq) this.lastSeq = seq;
+  }
+
+  /** Its live messages, in position order. */
+  *live(): IterableIterator<[number, StoredMessage]> {
+    if (this.liveCount === 0) return;
+    const { messages, seqs } = this;
+    for (let i = 0; i < messages.length; i++) if (messages[i]!.position === seqs[i]) yield [seqs[i]!, messages[i]!];
   }
 
   /** Empties the file; false when it could not be (it keeps its size). */
   empty(): boolean {
-    this.live = new Map();
+    this.messages = [];
+    this.seqs = [];
+    this.liveCount = 0;
     this.liveBytes = 0;
+    this.firstSeq = Infinity;
     try {
       ftruncateSync(this.fd, 0);
       this.size = 0;
@@ -249,14 +271,14 @@ export class Journal {
 
   /** Journaled messages not removed. */
   get liveCount(): number {
-    return this.#previous.live.size + this.#current.live.size;
+    return this.#previous.liveCount + this.#current.liveCount;
   }
 
   /** Live messages in position order (every one is above every row of the database). */
   *live(): IterableIterator<[number, StoredMessage]> {
     // The previous file's positions all come before the current one's.
-    yield* this.#previous.live;
-    yield* this.#current.live;
+    yield* this.#previous.live();
+    yield* this.#current.live();
   }
 
   /** `rows` (of `queue`, from position `from`) followed by live messages of it, up to `limit` in all. */
@@ -300,7 +322,7 @@ export class Journal {
    * (the current one is past its limit); else null. Settled, `previousSettled()` empties it.
    */
   get previousToSettle(): Map<number, StoredMessage> | null {
-    return this.#current.size >= this.#limit && this.#previous.live.size > 0 ? this.#previous.live : null;
+    return this.#current.size >= this.#limit && this.#previous.liveCount > 0 ? new Map(this.#previous.live()) : null;
   }
 
   /** The last position in the previous file: a settle of it covers up to there. */
@@ -308,12 +330,15 @@ export class Journal {
     return this.#previous.lastSeq;
   }
 
-  /** A message was removed (acked): true when it was journaled, and its REMOVE goes in the next frame. */
-  remove(seq: number): boolean {
-    const segment = this.#current.live.has(seq) ? this.#current : this.#previous.live.has(seq) ? this.#previous : null;
+  /**
+   * A message was removed (acked; its `position` was `seq` and is undefined now): true when it was
+   * journaled, and its REMOVE goes in the next frame. Every journaled position is above every row
+   * of the database, and each file's above the one written before it.
+   */
+  remove(seq: number, message: StoredMessage): boolean {
+    const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
     if (segment === null) return false;
-    const message = segment.live.get(seq)!;
-    segment.live.delete(seq);
+    segment.liveCount--;
     segment.liveBytes -= message.body.length;
     if (this.#ids !== null) forget(this.#ids, message.id);
     this.#removes.push(seq);
@@ -357,7 +382,7 @@ export class Journal {
     if (sync) stats.journalSyncs++;
     this.#removes = [];
     this.#removed = [];
-    if (segment.size >= this.#limit && this.#previous.live.size === 0) this.#turn();
+    if (segment.size >= this.#limit && this.#previous.liveCount === 0) this.#turn();
   }
 
   /** True when a live journaled message has this id. */
@@ -390,7 +415,7 @@ export class Journal {
 
   /** A settle committed the previous file's live messages into the database: writing moves to it. */
   previousSettled(): void {
-    if (this.#ids !== null) for (const message of this.#previous.live.values()) forget(this.#ids, message.id);
+    if (this.#ids !== null) for (const [, message] of this.#previous.live()) forget(this.#ids, message.id);
     this.#turn();
   }
 

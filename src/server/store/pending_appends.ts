@@ -8,9 +8,14 @@ import type { DurableMode, StoredMessage } from "./store.ts";
 export class PendingAppends {
   /** By position, in arrival order. Replaced, not cleared, by a commit: a caller may hold the old one. */
   messages = new Map<number, StoredMessage>();
-  /** Positions of the fsync-mode appends. */
-  readonly #unconfirmed = new Set<number>();
+  /**
+   * Positions of the appends made in the other mode than the store's (a channel's own
+   * durability): the usual append costs no entry here.
+   */
+  readonly #otherMode = new Set<number>();
   #batch: PromiseWithResolvers<void> | null = null;
+
+  constructor(readonly mode: DurableMode) {}
 
   get size(): number {
     return this.messages.size;
@@ -19,8 +24,8 @@ export class PendingAppends {
   /** Adds an append: in fsync mode, returns the promise of its batch (batch mode confirms at once). */
   add(seq: number, message: StoredMessage, mode: DurableMode): Promise<void> | undefined {
     this.messages.set(seq, message);
+    if (mode !== this.mode) this.#otherMode.add(seq);
     if (mode === "batch") return undefined;
-    this.#unconfirmed.add(seq);
     this.#batch ??= Promise.withResolvers<void>();
     return this.#batch.promise;
   }
@@ -28,7 +33,7 @@ export class PendingAppends {
   /** A remove before the commit: true when the append was pending (both are cancelled). */
   cancel(seq: number): boolean {
     if (!this.messages.delete(seq)) return false;
-    this.#unconfirmed.delete(seq);
+    if (this.#otherMode.size > 0) this.#otherMode.delete(seq);
     return true;
   }
 
@@ -42,7 +47,7 @@ export class PendingAppends {
   /** The commit holding every pending append succeeded. */
   committed(): void {
     this.messages = new Map();
-    this.#unconfirmed.clear();
+    if (this.#otherMode.size > 0) this.#otherMode.clear();
   }
 
   /**
@@ -51,17 +56,20 @@ export class PendingAppends {
    * were forgotten.
    */
   failed(): number {
-    const forgotten = this.#unconfirmed.size;
-    for (const seq of this.#unconfirmed) {
-      this.messages.get(seq)!.position = undefined;
+    let forgotten = 0;
+    for (const [seq, message] of this.messages) {
+      if ((this.mode === "fsync") === this.#otherMode.has(seq)) continue; // a batch-mode append
+      message.position = undefined;
       this.messages.delete(seq);
+      this.#otherMode.delete(seq);
+      forgotten++;
     }
-    this.#unconfirmed.clear();
     return forgotten;
   }
 
+
   clear(): void {
     this.messages.clear();
-    this.#unconfirmed.clear();
+    this.#otherMode.clear();
   }
 }

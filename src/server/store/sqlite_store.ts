@@ -88,16 +88,15 @@ export class SqliteStore implements PagingStore {
   readonly #journaling: boolean;
   #nextSeq: number;
   /** Appends not yet committed, and the promise of their batch (pending_appends.ts). */
-  readonly #pending = new PendingAppends();
+  readonly #pending: PendingAppends;
   /** Rows to delete, and the index by id that a slave asks (pending_removes.ts, held_ids.ts). */
   readonly #removes: PendingRemoves;
   /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
   readonly #counts: DeliveryCounts;
   /** Delayed requeues not written yet. */
   readonly #delays = new PendingDelays();
-  /** The meta table's values, and those for the next commit. */
+  /** The meta table's values, and those for the next commit; whether the next commit is fsynced. */
   readonly #meta: MetaValues;
-  /** Whether the next commit is fsynced. */
   readonly #sync: CommitSync;
   /** Set while `#flushAll` commits everything: delivery counts not due yet too. */
   #forceCounts = false;
@@ -108,6 +107,7 @@ export class SqliteStore implements PagingStore {
   constructor(options: SqliteStoreOptions) {
     this.directory = options.directory;
     this.mode = options.mode ?? "fsync";
+    this.#pending = new PendingAppends(this.mode);
     this.path = join(this.directory, STORE_FILE);
     this.#log = options.logger ?? new Logger();
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
@@ -175,7 +175,7 @@ export class SqliteStore implements PagingStore {
       this.stats.cancelled++;
       return;
     }
-    if (this.#journal.remove(seq)) {
+    if (this.#journal.remove(seq, message)) {
       this.#next.within(this.#commitIntervalMs);
       return;
     }
