@@ -228,6 +228,7 @@ export class Journal {
   #removed: StoredMessage[] = [];
   /** The frame buffer, reused and grown as needed. */
   #buffer = Buffer.allocUnsafe(1024 * 1024);
+  #view = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, this.#buffer.byteLength);
   /** A write failed: settle everything, which empties both files (a torn frame may be left). */
   #failed = false;
   /** Ids of live messages, by count: kept only once `holds()` was asked (a slave's check by id). */
@@ -453,49 +454,60 @@ export class Journal {
   #encode(appends: Map<number, StoredMessage>): Uint8Array {
     // An upper bound: a string's UTF-8 takes at most 3 bytes per UTF-16 unit.
     let bound = FRAME_HEAD + this.#removes.length * REMOVE_BYTES;
-    const deadLetters: (string | null)[] = [];
     for (const message of appends.values()) {
-      const dead = message.deadLetter ? deadLetterColumn(message) : null;
-      deadLetters.push(dead);
-      bound += APPEND_FIXED + message.body.length + 3 * (message.id.length + message.queue.length + message.destination.length + (dead?.length ?? 0));
+      const strings = message.id.length + message.queue.length + message.destination.length;
+      bound += APPEND_FIXED + message.body.length + 3 * strings + (message.deadLetter ? 3 * deadLetterColumn(message)!.length : 0);
     }
-    if (this.#buffer.length < bound) this.#buffer = Buffer.allocUnsafe(Math.max(bound, this.#buffer.length * 2));
+    if (this.#buffer.length < bound) {
+      this.#buffer = Buffer.allocUnsafe(Math.max(bound, this.#buffer.length * 2));
+      this.#view = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, this.#buffer.byteLength);
+    }
     const buffer = this.#buffer;
+    const view = this.#view;
     let at = FRAME_HEAD;
-    const str = (value: string): void => {
-      const written = buffer.write(value, at + 4, "utf8");
-      buffer.writeUInt32LE(written, at);
-      at += 4 + written;
-    };
-    let i = 0;
     for (const [seq, message] of appends) {
       buffer[at] = APPEND;
-      buffer.writeDoubleLE(seq, at + 1);
-      buffer.writeDoubleLE(message.created, at + 9);
-      buffer.writeUInt32LE(message.deliveries ?? 0, at + 17);
-      buffer.writeDoubleLE(message.notBefore ?? 0, at + 21);
-      at += 29;
-      str(message.id);
-      str(message.queue);
-      str(message.destination);
-      const dead = deadLetters[i++]!;
-      if (dead === null) {
-        buffer.writeUInt32LE(NO_DEAD_LETTER, at);
+      view.setFloat64(at + 1, seq, true);
+      view.setFloat64(at + 9, message.created, true);
+      view.setUint32(at + 17, message.deliveries ?? 0, true);
+      view.setFloat64(at + 21, message.notBefore ?? 0, true);
+      at = this.#string(message.id, at + 29);
+      at = this.#string(message.queue, at);
+      at = this.#string(message.destination, at);
+      if (message.deadLetter) at = this.#string(deadLetterColumn(message)!, at);
+      else {
+        view.setUint32(at, NO_DEAD_LETTER, true);
         at += 4;
-      } else str(dead);
+      }
       const body = message.body;
-      buffer.writeUInt32LE(body.length, at);
+      view.setUint32(at, body.length, true);
       buffer.set(body, at + 4);
       at += 4 + body.length;
     }
     for (const seq of this.#removes) {
       buffer[at] = REMOVE;
-      buffer.writeDoubleLE(seq, at + 1);
+      view.setFloat64(at + 1, seq, true);
       at += REMOVE_BYTES;
     }
-    buffer.writeUInt32LE(at - FRAME_HEAD, 0);
-    buffer.writeUInt32LE(Bun.hash.crc32(buffer.subarray(FRAME_HEAD, at)), 4);
+    view.setUint32(0, at - FRAME_HEAD, true);
+    view.setUint32(4, Bun.hash.crc32(buffer.subarray(FRAME_HEAD, at)), true);
     return buffer.subarray(0, at);
+  }
+
+  /** Writes `value` (length, UTF-8) at `at`; returns where it ends. Ids and names are nearly always ASCII: copied as is. */
+  #string(value: string, at: number): number {
+    const buffer = this.#buffer;
+    const start = at + 4;
+    const length = value.length;
+    let i = 0;
+    for (; i < length; i++) {
+      const code = value.charCodeAt(i);
+      if (code >= 0x80) break;
+      buffer[start + i] = code;
+    }
+    const written = i === length ? length : buffer.write(value, start, "utf8");
+    this.#view.setUint32(at, written, true);
+    return start + written;
   }
 }
 
