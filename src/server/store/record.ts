@@ -2,13 +2,15 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v5 (`STORE_VERSION = 5`), one SQLite database `kitten-mq.db` in WAL mode and
- * `auto_vacuum = INCREMENTAL` (v4: the pages rows leave free are handed back to the file system
- * by space.ts), next to `kitten-mq.reserve` (space.ts: room kept for a full disk, or an empty
- * file while that room is in use):
+ * Format v6 (`STORE_VERSION = 6`): the journal's files (journal.ts) and one SQLite database
+ * `kitten-mq.db` in WAL mode and `auto_vacuum = INCREMENTAL` (v4: the pages rows leave free are
+ * handed back to the file system by space.ts), next to `kitten-mq.reserve` (space.ts: room kept
+ * for a full disk, or an empty file while that room is in use):
  *
  *   meta(key TEXT PRIMARY KEY, value)      store_version (integer), epoch (integer, cluster
- *                                          fencing, 0 until a cluster sets it), created (ms)
+ *                                          fencing, 0 until a cluster sets it), created (ms),
+ *                                          journal_through (v6: the last position a settle of
+ *                                          the journal moved into the database)
  *   messages(seq INTEGER PRIMARY KEY,      arrival order (the store assigns it; load() sorts by it)
  *            id TEXT, queue TEXT,          StoredMessage fields, one row per accepted message;
  *            destination TEXT,             the row is deleted when every copy is settled
@@ -30,6 +32,10 @@
  *                                          rows: a restart knows every queue's depth without
  *                                          counting (a count of 20 M rows takes seconds)
  *
+ * Format v6 is v5 with the journal (journal.ts: the files `journal-a` and `journal-b` beside the
+ * database, and the meta value `journal_through`): the tables are unchanged, but a store with
+ * messages in its journal must not be opened by a version that would not read them.
+ * Format v5 was v6 without the journal (`UPGRADES[5]` only records the version).
  * Format v4 was v5 without `not_before` (`UPGRADES[4]` adds the column: existing rows get 0).
  * Format v3 was v4 without auto_vacuum (and without the reserve): the same tables and rows.
  * `UPGRADES[3]` only records the version; the switch itself is one VACUUM, which cannot run
@@ -233,6 +239,7 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
     case 4: // v4 changed how the file gives pages back, not the rows
       return decodeRecordV2(row as RecordV2);
     case 5:
+    case 6: // v6 added the journal, not a column
       return decodeRecordV5(row as RecordV5);
     default:
       throw new Error(`no decoder for store version ${version}`);
@@ -261,6 +268,8 @@ export const UPGRADES: Readonly<Record<number, Upgrade>> = {
   4: (db) => {
     db.run("ALTER TABLE messages ADD COLUMN not_before INTEGER NOT NULL DEFAULT 0");
   },
+  /** v5 → v6: nothing in the tables; the journal's files start empty beside the database. */
+  5: () => {},
 };
 
 export function getMeta(db: Database, key: string): MetaValue | null {

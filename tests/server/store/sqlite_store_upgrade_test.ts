@@ -4,7 +4,7 @@
  */
 import { Database } from "bun:sqlite";
 import { expect, it } from "bun:test";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryLogger } from "../../../src/server/log.ts";
 import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
@@ -156,14 +156,15 @@ it("SqliteStore upgrades the checked-in v4 fixture to v5 without a VACUUM: its r
 
 const fixtureV5 = readFileSync(join(import.meta.dir, "fixtures/store_v5.sql"), "utf8");
 
-it("SqliteStore reads the checked-in store v5 fixture without an upgrade: counts, dead letters and delays", () => {
+it("SqliteStore upgrades the checked-in store v5 fixture by recording the version: counts, dead letters and delays", () => {
   const directory = temps.make();
   const db = new Database(join(directory, STORE_FILE));
   db.run(fixtureV5);
   db.close();
   const logger = memoryLogger();
   const store = new SqliteStore({ directory, logger });
-  expect(logger.lines.some((line) => line.includes("incremental vacuum") || line.includes("upgraded"))).toBe(false);
+  expect(logger.lines.some((line) => line.includes("incremental vacuum"))).toBe(false);
+  expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=5;to=${STORE_VERSION};store upgraded`);
   const loaded = store.load();
   expect(loaded.map(delivery)).toEqual([
     { id: "k5e2.0", deliveries: 1, deadLetter: null },
@@ -179,6 +180,40 @@ it("SqliteStore reads the checked-in store v5 fixture without an upgrade: counts
   const reopened = new SqliteStore({ directory, logger: memoryLogger() });
   expect(reopened.load().map((message) => message.notBefore)).toEqual([1796083300000, 1796083263000, 0]);
   reopened.close();
+});
+
+const fixtureV6 = readFileSync(join(import.meta.dir, "fixtures/store_v6.sql"), "utf8");
+const fixtureV6Journal = Buffer.from(readFileSync(join(import.meta.dir, "fixtures/store_v6_journal-a.hex"), "utf8").trim(), "hex");
+
+it("SqliteStore reads the checked-in store v6 fixture, database and journal, without an upgrade", () => {
+  const directory = temps.make();
+  const db = new Database(join(directory, STORE_FILE));
+  db.run(fixtureV6);
+  db.close();
+  writeFileSync(join(directory, "journal-a"), fixtureV6Journal);
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory, logger });
+  expect(logger.lines.some((line) => line.includes("upgraded"))).toBe(false);
+  expect(logger.lines.some((line) => line.includes("messages=2;journaled messages read back"))).toBe(true);
+  // Counted before any settle: the rows from the table, the journaled messages from the journal.
+  expect(store.queueUsage("orders/v1").messages).toBe(3);
+  expect(store.queueUsage("dead/v1").messages).toBe(1);
+  const loaded = store.load();
+  expect(loaded.map((message) => [message.id, message.destination, message.deliveries, message.notBefore])).toEqual([
+    ["k6j.1", "shop-1", 0, 0],
+    ["k6j.2", "shop-1", 1, 0],
+    ["k6j.3", "shop-1", 2, 0],
+    ["k6j.5", "shop-1", 0, 1796083299000],
+  ]);
+  expect(loaded[3]!.queue).toBe("dead/v1");
+  expect(loaded[3]!.deadLetter).toEqual({ reason: "requeueLimit", channel: "orders/v1/shop-1", messageId: "k6j.0", deliveries: 3 });
+  expect(new TextDecoder().decode(loaded[2]!.body)).toBe("body 3");
+  expect(store.meta(META.EPOCH)).toBe(12);
+  // Positions go on after the journal's highest, the removed one included.
+  const next = storedMessage(1);
+  store.append(next);
+  expect(next.position).toBe(6);
+  store.close();
 });
 
 it("every store fixture, once opened, has the schema of a fresh store (UPGRADES match SCHEMA)", () => {
@@ -197,7 +232,7 @@ it("every store fixture, once opened, has the schema of a fresh store (UPGRADES 
     "dead_letter",
     "not_before",
   ]);
-  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4], [5, fixtureV5]] as const) {
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4], [5, fixtureV5], [6, fixtureV6]] as const) {
     const db = new Database(":memory:");
     db.run(fixture);
     expect(migrate(db, { directory: "/fixture" })).toBe(version);
