@@ -16,31 +16,18 @@
  * journal holds more live messages than JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue
  * filling with no consumer: memory stays bounded, and it pays about what it did without one).
  *
- * A file is a sequence of frames:
- *
- *   frame   = length u32 | crc32 of the entries u32 | entries (`length` bytes)
- *   entry   = APPEND | REMOVE
- *   APPEND  = 1 u8 | seq f64 | created f64 | deliveries u32 | notBefore f64
- *             | id str | queue str | destination str | deadLetter str (length 0xFFFFFFFF: none) | body bytes
- *   REMOVE  = 2 u8 | seq f64
- *   str     = byte length u32 | UTF-8 ;  bytes = length u32 | bytes   (all little-endian)
- *
- * Reading back (at open) takes every APPEND of both files and drops those a REMOVE names,
- * wherever it is (a message appended to one file may be removed in the other; positions are never
- * reused, so the order of the files does not matter). A file is read up to its first frame whose
- * length or checksum is wrong, and cut there: a frame is written by one write, so only a crash of
- * the machine can leave one torn, and a torn frame was never fsynced, so none of its appends was
- * confirmed. The database's meta value `journal_through` is the last position a settle covered:
- * entries at or below it are in the database already (a crash between a settle's commit and its
- * file being emptied leaves them).
+ * The files' format, and how they are read back at open: journal_frames.ts; what the broker keeps
+ * of each file while it runs: journal_segment.ts.
  */
 import type { Database } from "bun:sqlite";
-import { closeSync, fdatasyncSync, ftruncateSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, fdatasyncSync, ftruncateSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import type { Logger } from "../log.ts";
 import { describe, type SqliteStoreStats } from "./database.ts";
-import { deadLetterColumn, decodeDeadLetter, getMeta } from "./record.ts";
+import { FrameEncoder, readJournalFile } from "./journal_frames.ts";
+import { JournalSegment } from "./journal_segment.ts";
+import { getMeta } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 import { type StoreUsage, UsageDelta } from "./usage.ts";
 
@@ -58,14 +45,6 @@ export const JOURNAL_SEGMENT_MIN_BYTES = 64 * 1024;
  */
 export const JOURNAL_LIVE_MESSAGES = 8192;
 export const JOURNAL_LIVE_BYTES = 1024 * 1024;
-
-const APPEND = 1;
-const REMOVE = 2;
-const NO_DEAD_LETTER = 0xffffffff;
-const FRAME_HEAD = 8;
-/** Fixed bytes of an APPEND (type, seq, created, deliveries, notBefore, five lengths). */
-const APPEND_FIXED = 1 + 8 + 8 + 4 + 8 + 5 * 4;
-const REMOVE_BYTES = 1 + 8;
 
 /**
  * Opens the journal of the store in `directory` (its database `db`, closed on failure) and counts
@@ -90,145 +69,19 @@ export interface JournalStore {
   stats: Pick<SqliteStoreStats, "journaled" | "journalWrites" | "journalSyncs">;
 }
 
-/** What one journal file holds. */
-interface FileRead {
-  appends: Map<number, StoredMessage>;
-  removes: number[];
-  /** Bytes of whole frames: a torn frame after them is cut off. */
-  validBytes: number;
-  fileBytes: number;
-}
-
-/** Reads one journal file (missing: empty). */
-function readFile(path: string): FileRead {
-  const read: FileRead = { appends: new Map(), removes: [], validBytes: 0, fileBytes: 0 };
-  let data: Uint8Array;
-  try {
-    data = readFileSync(path);
-  } catch (error) {
-    if ((error as { code?: string }).code === "ENOENT") return read;
-    throw error;
-  }
-  read.fileBytes = data.length;
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
-  const decoder = new TextDecoder();
-  let at = 0;
-  while (at + FRAME_HEAD <= data.length) {
-    const length = view.getUint32(at, true);
-    const start = at + FRAME_HEAD;
-    const end = start + length;
-    if (end > data.length || Bun.hash.crc32(data.subarray(start, end)) !== view.getUint32(at + 4, true)) break;
-    let p = start;
-    const str = (): string => {
-      const n = view.getUint32(p, true);
-      const s = decoder.decode(data.subarray(p + 4, p + 4 + n));
-      p += 4 + n;
-      return s;
-    };
-    while (p < end) {
-      const type = data[p]!;
-      const seq = view.getFloat64(p + 1, true);
-      if (type === REMOVE) {
-        read.removes.push(seq);
-        p += REMOVE_BYTES;
-        continue;
-      }
-      if (type !== APPEND) throw new Error(`journal "${path}": unknown entry type ${type} at byte ${p}`);
-      const created = view.getFloat64(p + 9, true);
-      const deliveries = view.getUint32(p + 17, true);
-      const notBefore = view.getFloat64(p + 21, true);
-      p += 29;
-      const id = str();
-      const queue = str();
-      const destination = str();
-      let deadLetter = null;
-      if (view.getUint32(p, true) === NO_DEAD_LETTER) p += 4;
-      else deadLetter = decodeDeadLetter(seq, str());
-      const bodyLength = view.getUint32(p, true);
-      // A copy: the message outlives this read, the file's buffer should not.
-      const body = data.slice(p + 4, p + 4 + bodyLength);
-      p += 4 + bodyLength;
-      read.appends.set(seq, { id, queue, destination, created, body, deliveries, deadLetter, notBefore, position: seq });
-    }
-    at = end;
-  }
-  read.validBytes = at;
-  return read;
-}
-
-/**
- * One journal file: the messages appended to it, how many of them are live (not removed) and
- * their bytes, and its size. Every position appended to it is at or above `firstSeq`, and below
- * the `firstSeq` of the file written after it: a position tells which file holds it. A message is
- * live while its `position` is still the one it was appended with (a removed message's is
- * undefined): no map to keep per message, two array pushes instead.
- */
-class Segment {
-  messages: StoredMessage[] = [];
-  seqs: number[] = [];
-  liveCount = 0;
-  liveBytes = 0;
-  size: number;
-  /** The lowest and the highest position appended to it since it was emptied. */
-  firstSeq = Infinity;
-  lastSeq = 0;
-  readonly fd: number;
-
-  constructor(readonly path: string, read: FileRead) {
-    this.fd = openSync(path, "a");
-    if (read.fileBytes !== read.validBytes) ftruncateSync(this.fd, read.validBytes);
-    this.size = read.validBytes;
-  }
-
-  add(message: StoredMessage): void {
-    const seq = message.position!;
-    this.messages.push(message);
-    this.seqs.push(seq);
-    this.liveCount++;
-    this.liveBytes += message.body.length;
-    if (seq < this.firstSeq) this.firstSeq = seq;
-    if (seq > this.lastSeq) this.lastSeq = seq;
-  }
-
-  /** Its live messages, in position order. */
-  *live(): IterableIterator<[number, StoredMessage]> {
-    if (this.liveCount === 0) return;
-    const { messages, seqs } = this;
-    for (let i = 0; i < messages.length; i++) if (messages[i]!.position === seqs[i]) yield [seqs[i]!, messages[i]!];
-  }
-
-  /** Empties the file; false when it could not be (it keeps its size). */
-  empty(): boolean {
-    this.messages = [];
-    this.seqs = [];
-    this.liveCount = 0;
-    this.liveBytes = 0;
-    this.firstSeq = Infinity;
-    try {
-      ftruncateSync(this.fd, 0);
-      this.size = 0;
-      return true;
-    } catch {
-      return false;
-    }
-  }
-}
-
 /** The open journal: its two files, the live messages, and the frame of the next commit. */
 export class Journal {
   /** The first position the store may give: above every entry and every settle, so that none is reused. */
   readonly nextSeq: number;
   /** The file being written, and the other. */
-  #current: Segment;
-  #previous: Segment;
+  #current: JournalSegment;
+  #previous: JournalSegment;
   /** The current file's limit (bytes), set when writing moves to it. */
   #limit: number;
   /** Positions of journaled messages removed since the last frame, and the messages. */
   #removes: number[] = [];
   #removed: StoredMessage[] = [];
-  /** The frame buffer, reused and grown as needed. */
-  #buffer = Buffer.allocUnsafe(1024 * 1024);
-  #view = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, this.#buffer.byteLength);
+  readonly #frames = new FrameEncoder();
   /** A write failed: settle everything, which empties both files (a torn frame may be left). */
   #failed = false;
   /** Ids of live messages, by count: kept only once `holds()` was asked (a slave's check by id). */
@@ -244,7 +97,7 @@ export class Journal {
   constructor(directory: string, through: number, freeBytes: () => number, store: JournalStore) {
     this.#freeBytes = freeBytes;
     this.#store = store;
-    const reads = JOURNAL_FILES.map((name) => readFile(join(directory, name)));
+    const reads = JOURNAL_FILES.map((name) => readJournalFile(join(directory, name)));
     let maxSeq = through;
     const removed = new Set<number>();
     for (const read of reads) {
@@ -253,7 +106,7 @@ export class Journal {
         if (seq > maxSeq) maxSeq = seq;
       }
     }
-    const segments = reads.map((read, i) => new Segment(join(directory, JOURNAL_FILES[i]!), read));
+    const segments = reads.map((read, i) => new JournalSegment(join(directory, JOURNAL_FILES[i]!), read));
     for (let i = 0; i < reads.length; i++) {
       for (const [seq, message] of reads[i]!.appends) {
         if (seq > maxSeq) maxSeq = seq;
@@ -261,7 +114,7 @@ export class Journal {
       }
     }
     // Writing goes on in the file with the newest entries.
-    const [a, b] = segments as [Segment, Segment];
+    const [a, b] = segments as [JournalSegment, JournalSegment];
     [this.#current, this.#previous] = b.lastSeq > a.lastSeq ? [b, a] : [a, b];
     this.nextSeq = maxSeq + 1;
     this.#limit = this.#segmentLimit();
@@ -339,8 +192,7 @@ export class Journal {
   remove(seq: number, message: StoredMessage): boolean {
     const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
     if (segment === null) return false;
-    segment.liveCount--;
-    segment.liveBytes -= message.body.length;
+    segment.removed(message);
     if (this.#ids !== null) forget(this.#ids, message.id);
     this.#removes.push(seq);
     this.#removed.push(message);
@@ -355,7 +207,7 @@ export class Journal {
    */
   write(appends: Map<number, StoredMessage>): void {
     const sync = appends.size > 0;
-    const frame = this.#encode(appends);
+    const frame = this.#frames.encode(appends, this.#removes);
     const segment = this.#current;
     try {
       for (let at = 0; at < frame.length;) at += writeSync(segment.fd, frame, at, frame.length - at);
@@ -445,70 +297,12 @@ export class Journal {
     return Math.max(JOURNAL_SEGMENT_MIN_BYTES, Math.min(JOURNAL_SEGMENT_BYTES, Math.floor(free / 16)));
   }
 
-  #addLive(segment: Segment, message: StoredMessage): void {
+  #addLive(segment: JournalSegment, message: StoredMessage): void {
     segment.add(message);
     if (this.#ids !== null) this.#ids.set(message.id, (this.#ids.get(message.id) ?? 0) + 1);
   }
 
-  /** The frame of one commit, in the reused buffer. */
-  #encode(appends: Map<number, StoredMessage>): Uint8Array {
-    // An upper bound: a string's UTF-8 takes at most 3 bytes per UTF-16 unit.
-    let bound = FRAME_HEAD + this.#removes.length * REMOVE_BYTES;
-    for (const message of appends.values()) {
-      const strings = message.id.length + message.queue.length + message.destination.length;
-      bound += APPEND_FIXED + message.body.length + 3 * strings + (message.deadLetter ? 3 * deadLetterColumn(message)!.length : 0);
-    }
-    if (this.#buffer.length < bound) {
-      this.#buffer = Buffer.allocUnsafe(Math.max(bound, this.#buffer.length * 2));
-      this.#view = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, this.#buffer.byteLength);
-    }
-    const buffer = this.#buffer;
-    const view = this.#view;
-    let at = FRAME_HEAD;
-    for (const [seq, message] of appends) {
-      buffer[at] = APPEND;
-      view.setFloat64(at + 1, seq, true);
-      view.setFloat64(at + 9, message.created, true);
-      view.setUint32(at + 17, message.deliveries ?? 0, true);
-      view.setFloat64(at + 21, message.notBefore ?? 0, true);
-      at = this.#string(message.id, at + 29);
-      at = this.#string(message.queue, at);
-      at = this.#string(message.destination, at);
-      if (message.deadLetter) at = this.#string(deadLetterColumn(message)!, at);
-      else {
-        view.setUint32(at, NO_DEAD_LETTER, true);
-        at += 4;
-      }
-      const body = message.body;
-      view.setUint32(at, body.length, true);
-      buffer.set(body, at + 4);
-      at += 4 + body.length;
-    }
-    for (const seq of this.#removes) {
-      buffer[at] = REMOVE;
-      view.setFloat64(at + 1, seq, true);
-      at += REMOVE_BYTES;
-    }
-    view.setUint32(0, at - FRAME_HEAD, true);
-    view.setUint32(4, Bun.hash.crc32(buffer.subarray(FRAME_HEAD, at)), true);
-    return buffer.subarray(0, at);
-  }
 
-  /** Writes `value` (length, UTF-8) at `at`; returns where it ends. Ids and names are nearly always ASCII: copied as is. */
-  #string(value: string, at: number): number {
-    const buffer = this.#buffer;
-    const start = at + 4;
-    const length = value.length;
-    let i = 0;
-    for (; i < length; i++) {
-      const code = value.charCodeAt(i);
-      if (code >= 0x80) break;
-      buffer[start + i] = code;
-    }
-    const written = i === length ? length : buffer.write(value, start, "utf8");
-    this.#view.setUint32(at, written, true);
-    return start + written;
-  }
 }
 
 function forget(ids: Map<string, number>, id: string): void {
