@@ -12,9 +12,10 @@
  * emptied; one still holding live messages has them moved into the database first ("settled",
  * by the store: sqlite_store.ts). So only a message that outlives a file's turn costs a row.
  * The store also settles everything when a read needs every message in the database (paging,
- * a snapshot, close), when a delivery count or a delay must be written to a row, and when the
- * journal holds more live messages than JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue
- * filling with no consumer: memory stays bounded, and it pays about what it did without one).
+ * a snapshot, close) or a delivery count or a delay must be written to a row; and the oldest
+ * live messages, a few thousand per commit, while the journal holds more than
+ * JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue filling with no consumer: memory stays
+ * bounded, each commit short, and it pays about what it did without a journal).
  *
  * The files' format, and how they are read back at open: journal_frames.ts; what the broker keeps
  * of each file while it runs: journal_segment.ts.
@@ -39,7 +40,7 @@ export const JOURNAL_THROUGH = "journal_through";
 export const JOURNAL_SEGMENT_BYTES = 4 * 1024 * 1024;
 export const JOURNAL_SEGMENT_MIN_BYTES = 64 * 1024;
 /**
- * Settle everything once this many journaled messages are unacked, or their bodies take this
+ * The oldest journaled messages are settled once this many are unacked, or their bodies take this
  * much: a settle is one transaction, and the WAL (cut back to 1 MiB) and the reserve for a full
  * disk (space.ts) are sized for transactions of this order.
  */
@@ -163,25 +164,51 @@ export class Journal {
   }
 
   /**
-   * True when everything should be settled: too many live messages for memory, or a write failed
-   * (its file may end in part of a frame, after which nothing may be written until it is emptied).
+   * True when everything should be settled: a write failed (its file may end in part of a frame,
+   * after which nothing may be written until it is emptied).
    */
   get full(): boolean {
-    return this.#failed || this.liveCount >= JOURNAL_LIVE_MESSAGES ||
-      this.#previous.liveBytes + this.#current.liveBytes >= JOURNAL_LIVE_BYTES;
+    return this.#failed;
   }
 
   /**
-   * The previous file's live messages, when they must be settled before writing can move to it
-   * (the current one is past its limit); else null. Settled, `previousSettled()` empties it.
+   * The oldest live messages to move into the database with the next commit, and the position
+   * that commit covers (`journal_through`), or null when none need to be: the previous file's, when
+   * writing must move back to it (the current one is past its limit), or as many as bring the
+   * live messages back to three quarters of JOURNAL_LIVE_MESSAGES and JOURNAL_LIVE_BYTES once they
+   * reach either. A prefix of the positions, so that one number tells a reader what is settled.
    */
-  get previousToSettle(): Map<number, StoredMessage> | null {
-    return this.#current.size >= this.#limit && this.#previous.liveCount > 0 ? new Map(this.#previous.live()) : null;
+  toSettle(): { messages: Map<number, StoredMessage>; through: number } | null {
+    const previous = this.#previous;
+    if (this.#current.size >= this.#limit && previous.liveCount > 0) {
+      return { messages: new Map(previous.live()), through: previous.lastSeq };
+    }
+    let count = this.liveCount;
+    let bytes = previous.liveBytes + this.#current.liveBytes;
+    if (count < JOURNAL_LIVE_MESSAGES && bytes < JOURNAL_LIVE_BYTES) return null;
+    const messages = new Map<number, StoredMessage>();
+    let through = 0;
+    for (const [seq, message] of this.live()) {
+      if (count <= 0.75 * JOURNAL_LIVE_MESSAGES && bytes <= 0.75 * JOURNAL_LIVE_BYTES) break;
+      messages.set(seq, message);
+      through = seq;
+      count--;
+      bytes -= message.body.length;
+    }
+    return { messages, through };
   }
 
-  /** The last position in the previous file: a settle of it covers up to there. */
-  get previousThrough(): number {
-    return this.#previous.lastSeq;
+  /** A commit moved the live messages up to `through` into the database (`toSettle`). */
+  settledThrough(through: number): void {
+    if (this.#ids !== null) {
+      for (const [seq, message] of this.live()) {
+        if (seq > through) break;
+        forget(this.#ids, message.id);
+      }
+    }
+    this.#previous.settleThrough(through);
+    this.#current.settleThrough(through);
+    if (this.#current.size >= this.#limit && this.#previous.liveCount === 0) this.#turn();
   }
 
   /**
@@ -191,7 +218,7 @@ export class Journal {
    */
   remove(seq: number, message: StoredMessage): boolean {
     const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
-    if (segment === null) return false;
+    if (segment === null || seq <= segment.settledThrough) return false; // a row of the database
     segment.removed(message);
     if (this.#ids !== null) forget(this.#ids, message.id);
     this.#removes.push(seq);
@@ -264,12 +291,6 @@ export class Journal {
     const currentEmptied = this.#current.empty();
     if (previousEmptied && currentEmptied) this.#failed = false;
     this.#limit = this.#segmentLimit();
-  }
-
-  /** A settle committed the previous file's live messages into the database: writing moves to it. */
-  previousSettled(): void {
-    if (this.#ids !== null) for (const [, message] of this.#previous.live()) forget(this.#ids, message.id);
-    this.#turn();
   }
 
   close(): void {

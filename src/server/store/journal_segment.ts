@@ -13,7 +13,8 @@ export const COMPACT_FROM = 1024;
  * their bytes, and its size. Every position appended to it is at or above `firstSeq`, and below
  * the `firstSeq` of the file written after it: a position tells which file holds it. A message is
  * live while its `position` is still the one it was appended with (a removed message's is
- * undefined): no map to keep per message, two array pushes instead.
+ * undefined) and it is above `settledThrough` (the oldest may be moved into the database ahead of
+ * the others): no map to keep per message, two array pushes instead.
  */
 export class JournalSegment {
   messages: StoredMessage[] = [];
@@ -24,6 +25,9 @@ export class JournalSegment {
   /** The lowest and the highest position appended to it since it was emptied. */
   firstSeq = Infinity;
   lastSeq = 0;
+  /** Positions up to this one were moved into the database (settled), and where they end in the arrays. */
+  settledThrough = 0;
+  #settledIndex = 0;
   readonly fd: number;
 
   constructor(readonly path: string, read: FileRead) {
@@ -59,13 +63,32 @@ export class JournalSegment {
     }
     this.messages = messages;
     this.seqs = seqs;
+    this.#settledIndex = 0;
+  }
+
+  /**
+   * Its live messages up to `through` were moved into the database: they are live no more. Each
+   * entry is looked at once, however many settles there are.
+   */
+  settleThrough(through: number): void {
+    if (through <= this.settledThrough) return;
+    const { messages, seqs } = this;
+    let i = this.#settledIndex;
+    for (; i < seqs.length && seqs[i]! <= through; i++) {
+      const message = messages[i]!;
+      if (message.position !== seqs[i]) continue;
+      this.liveCount--;
+      this.liveBytes -= message.body.length;
+    }
+    this.#settledIndex = i;
+    this.settledThrough = through;
   }
 
   /** Its live messages, in position order. */
   *live(): IterableIterator<[number, StoredMessage]> {
     if (this.liveCount === 0) return;
     const { messages, seqs } = this;
-    for (let i = 0; i < messages.length; i++) if (messages[i]!.position === seqs[i]) yield [seqs[i]!, messages[i]!];
+    for (let i = this.#settledIndex; i < messages.length; i++) if (messages[i]!.position === seqs[i]) yield [seqs[i]!, messages[i]!];
   }
 
   /** Empties the file; false when it could not be (it keeps its size). */
@@ -75,6 +98,8 @@ export class JournalSegment {
     this.liveCount = 0;
     this.liveBytes = 0;
     this.firstSeq = Infinity;
+    this.settledThrough = 0;
+    this.#settledIndex = 0;
     try {
       ftruncateSync(this.fd, 0);
       this.size = 0;

@@ -371,9 +371,9 @@ export class SqliteStore implements PagingStore {
         if (!this.#writeJournal(appends, batch)) return;
         batch = null;
       }
-      // The file written is full and the other still has live messages: they go to the database.
-      appends = journal.previousToSettle ?? NO_APPENDS;
-      through = journal.previousThrough;
+      const oldest = journal.toSettle(); // the oldest journaled messages, when it must not keep them
+      appends = oldest?.messages ?? NO_APPENDS;
+      through = oldest?.through ?? 0;
     }
     const settling = appends !== pending && appends !== NO_APPENDS;
     const journaled = settling ? appends.size - this.#pending.size : 0;
@@ -426,7 +426,7 @@ export class SqliteStore implements PagingStore {
     countCommit(this.stats, elapsed, { inserted: appends.size, deleted: deletes, updates: updateCount + delayCount, operations });
     this.#onCommit?.(elapsed);
     if (settle && (journaled > 0 || journal.size > 0)) journal.settled();
-    else if (settling) journal.previousSettled();
+    else if (settling) journal.settledThrough(through);
     if (journaled > 0) this.stats.settles++;
     counts.committed(written, appends);
     this.#delays.committed(delays);

@@ -70,3 +70,18 @@ it("emptied, it forgets every message and its positions start over", () => {
   expect([file.liveCount, file.liveBytes, file.size, file.firstSeq, file.messages.length]).toEqual([0, 0, 0, Infinity, 0]);
   expect([...file.live()]).toEqual([]);
 });
+
+it("settled through a position, the messages up to it are live no more, each looked at once", () => {
+  const file = segment();
+  const messages = add(file, 10);
+  ack(file, messages[1]!); // position 2, removed before the settle
+  file.settleThrough(4);
+  expect([...file.live()].map(([seq]) => seq)).toEqual([5, 6, 7, 8, 9, 10]);
+  expect(file.liveCount).toBe(6);
+  expect(file.liveBytes).toBe(messages.slice(4).reduce((sum, m) => sum + m.body.length, 0));
+  file.settleThrough(3); // already covered: nothing changes
+  expect(file.liveCount).toBe(6);
+  file.settleThrough(10);
+  expect([file.liveCount, file.liveBytes, file.settledThrough]).toEqual([0, 0, 10]);
+  expect([...file.live()]).toEqual([]);
+});
