@@ -212,6 +212,21 @@ export class Journal {
   }
 
   /**
+   * True when one of `messages` has no row yet: journaled (live), or an append still `pending`
+   * (a count or a delay written for it must settle the journal: they are columns of the row).
+   */
+  rowless(messages: Iterable<StoredMessage>, pending: ReadonlyMap<number, StoredMessage>): boolean {
+    for (const message of messages) {
+      const seq = message.position;
+      if (seq === undefined) continue;
+      if (pending.has(seq)) return true;
+      const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
+      if (segment !== null && seq > segment.settledThrough) return true;
+    }
+    return false;
+  }
+
+  /**
    * A message was removed (acked; its `position` was `seq` and is undefined now): true when it was
    * journaled, and its REMOVE goes in the next frame. Every journaled position is above every row
    * of the database, and each file's above the one written before it.

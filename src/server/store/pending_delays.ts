@@ -28,6 +28,11 @@ export class PendingDelays {
     return this.#due.size;
   }
 
+  /** The messages whose delay is due to be written. */
+  messages(): IterableIterator<StoredMessage> {
+    return this.#due.keys();
+  }
+
   note(message: StoredMessage, notBefore: number): void {
     this.#due.set(message, notBefore);
   }

@@ -91,9 +91,8 @@ export class SqliteStore implements PagingStore {
   readonly #pending: PendingAppends;
   /** Rows to delete, and the index by id that a slave asks (pending_removes.ts, held_ids.ts). */
   readonly #removes: PendingRemoves;
-  /** Delivery counts not written yet (see `deliveryCountDelayMs`). */
+  /** Delivery counts (see `deliveryCountDelayMs`) and delayed requeues not written yet. */
   readonly #counts: DeliveryCounts;
-  /** Delayed requeues not written yet. */
   readonly #delays = new PendingDelays();
   /** The meta table's values, and those for the next commit; whether the next commit is fsynced. */
   readonly #meta: MetaValues;
@@ -358,10 +357,11 @@ export class SqliteStore implements PagingStore {
     counts.ripen(this.#forceCounts);
     const journal = this.#journal;
     let batch = this.#pending.takeBatch();
-    // Counts and delays are written to rows (a consumer acks most messages long before a count is
-    // due). A failing store writes the database only: a commit that succeeds there restores it.
-    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full || counts.due.size > 0 || this.#delays.size > 0;
     const pending = this.#pending.messages;
+    // Counts and delays are written to rows: due for a message with none yet, they settle the
+    // journal. A failing store writes the database only: a commit that succeeds there restores it.
+    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full ||
+      journal.rowless(counts.due.keys(), pending) || journal.rowless(this.#delays.messages(), pending);
     let appends = pending;
     let through = this.#nextSeq - 1;
     if (settle) {

@@ -187,6 +187,29 @@ it("a delivery count or a delay due settles the journal: the message's row carri
   });
 });
 
+it("a count due for a database row is an UPDATE that leaves the journal as it is; one for a pending append settles with it", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
+    const row = storedMessage(1);
+    await store.append(row);
+    store.readQueue(row.queue, 0, 10); // a row now
+    const journaled = storedMessage(2);
+    await store.append(journaled);
+    store.noteDelivery(row, 3);
+    await waitFor(() => store.stats.updates === 1);
+    expect(store.stats.settles).toBe(1); // the readQueue's only
+    expect(databaseRows(directory)).toEqual([row.id]);
+    // A count noted while the append waits for its commit, the journal empty: the INSERT carries it.
+    store.readQueue(row.queue, 0, 10);
+    const pending = storedMessage(3);
+    const stored = store.append(pending);
+    store.noteDelivery(pending, 2);
+    await stored;
+    await nothingPending(store);
+    expect(store.stats.settles).toBe(2);
+    expect(snapshotMessages(directory).map((m) => [m.id, m.deliveries])).toEqual([[row.id, 3], [journaled.id, 0], [pending.id, 2]]);
+  });
+});
+
 it("a failed journal write rejects its appends with STORE_UNAVAILABLE, confirms none of them, and the next write succeeds", async () => {
   let failing = true;
   const beforeCommit = () => {
