@@ -173,29 +173,30 @@ export class Journal {
 
   /**
    * The oldest live messages to move into the database with the next commit, and the position
-   * that commit covers (`journal_through`), or null when none need to be: the previous file's, when
-   * writing must move back to it (the current one is past its limit), or as many as bring the
-   * live messages back to three quarters of JOURNAL_LIVE_MESSAGES and JOURNAL_LIVE_BYTES once they
+   * that commit covers (`journal_through`), or null when none need to be: those up to `target`
+   * (a count or a delay is due for that one: `rowlessThrough`), the previous file's when writing
+   * must move back to it (the current one is past its limit), and as many as bring the live
+   * messages back to three quarters of JOURNAL_LIVE_MESSAGES and JOURNAL_LIVE_BYTES once they
    * reach either. A prefix of the positions, so that one number tells a reader what is settled.
    */
-  toSettle(): { messages: Map<number, StoredMessage>; through: number } | null {
+  toSettle(target = 0): { messages: Map<number, StoredMessage>; through: number } | null {
     const previous = this.#previous;
-    if (this.#current.size >= this.#limit && previous.liveCount > 0) {
-      return { messages: new Map(previous.live()), through: previous.lastSeq };
-    }
+    if (this.#current.size >= this.#limit && previous.liveCount > 0 && previous.lastSeq > target) target = previous.lastSeq;
     let count = this.liveCount;
     let bytes = previous.liveBytes + this.#current.liveBytes;
-    if (count < JOURNAL_LIVE_MESSAGES && bytes < JOURNAL_LIVE_BYTES) return null;
+    const over = () => count > 0.75 * JOURNAL_LIVE_MESSAGES || bytes > 0.75 * JOURNAL_LIVE_BYTES;
+    const bounded = count >= JOURNAL_LIVE_MESSAGES || bytes >= JOURNAL_LIVE_BYTES;
+    if (target === 0 && !bounded) return null;
     const messages = new Map<number, StoredMessage>();
-    let through = 0;
+    let through = target;
     for (const [seq, message] of this.live()) {
-      if (count <= 0.75 * JOURNAL_LIVE_MESSAGES && bytes <= 0.75 * JOURNAL_LIVE_BYTES) break;
+      if (seq > target && !(bounded && over())) break;
       messages.set(seq, message);
-      through = seq;
+      if (seq > through) through = seq;
       count--;
       bytes -= message.body.length;
     }
-    return { messages, through };
+    return messages.size === 0 ? null : { messages, through };
   }
 
   /** A commit moved the live messages up to `through` into the database (`toSettle`). */
@@ -212,18 +213,18 @@ export class Journal {
   }
 
   /**
-   * True when one of `messages` has no row yet: journaled (live), or an append still `pending`
-   * (a count or a delay written for it must settle the journal: they are columns of the row).
+   * The highest position of `messages` that has no row yet (journaled, or an append still
+   * `pending`), or 0: a count or a delay for it is a column of its row, so the journal is settled
+   * up to there with it (`toSettle`).
    */
-  rowless(messages: Iterable<StoredMessage>, pending: ReadonlyMap<number, StoredMessage>): boolean {
+  rowlessThrough(messages: Iterable<StoredMessage>, pending: ReadonlyMap<number, StoredMessage>, through = 0): number {
     for (const message of messages) {
       const seq = message.position;
-      if (seq === undefined) continue;
-      if (pending.has(seq)) return true;
+      if (seq === undefined || seq <= through) continue;
       const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
-      if (segment !== null && seq > segment.settledThrough) return true;
+      if (pending.has(seq) || (segment !== null && seq > segment.settledThrough)) through = seq;
     }
-    return false;
+    return through;
   }
 
   /**

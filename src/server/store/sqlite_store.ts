@@ -358,10 +358,8 @@ export class SqliteStore implements PagingStore {
     const journal = this.#journal;
     let batch = this.#pending.takeBatch();
     const pending = this.#pending.messages;
-    // Counts and delays are written to rows: due for a message with none yet, they settle the
-    // journal. A failing store writes the database only: a commit that succeeds there restores it.
-    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full ||
-      journal.rowless(counts.due.keys(), pending) || journal.rowless(this.#delays.messages(), pending);
+    // A failing store writes the database only: a commit that succeeds there restores it.
+    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full;
     let appends = pending;
     let through = this.#nextSeq - 1;
     if (settle) {
@@ -371,7 +369,9 @@ export class SqliteStore implements PagingStore {
         if (!this.#writeJournal(appends, batch)) return;
         batch = null;
       }
-      const oldest = journal.toSettle(); // the oldest journaled messages, when it must not keep them
+      // Counts and delays are columns of a row: settled up to the last message with one due (journal.ts).
+      const due = journal.rowlessThrough(this.#delays.messages(), pending, journal.rowlessThrough(counts.due.keys(), pending));
+      const oldest = journal.toSettle(due);
       appends = oldest?.messages ?? NO_APPENDS;
       through = oldest?.through ?? 0;
     }

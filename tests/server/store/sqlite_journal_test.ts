@@ -187,7 +187,7 @@ it("a delivery count or a delay due settles the journal: the message's row carri
   });
 });
 
-it("a count due for a database row is an UPDATE that leaves the journal as it is; one for a pending append settles with it", async () => {
+it("a count due for a database row is an UPDATE that leaves the journal as it is; one for a pending append is written in its row", async () => {
   await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
     const row = storedMessage(1);
     await store.append(row);
@@ -198,15 +198,35 @@ it("a count due for a database row is an UPDATE that leaves the journal as it is
     await waitFor(() => store.stats.updates === 1);
     expect(store.stats.settles).toBe(1); // the readQueue's only
     expect(databaseRows(directory)).toEqual([row.id]);
-    // A count noted while the append waits for its commit, the journal empty: the INSERT carries it.
+    // A count noted while the append waits for its commit, the journal empty: journaled, then
+    // settled in the same commit, its row carries the count.
     store.readQueue(row.queue, 0, 10);
     const pending = storedMessage(3);
     const stored = store.append(pending);
     store.noteDelivery(pending, 2);
     await stored;
     await nothingPending(store);
-    expect(store.stats.settles).toBe(2);
+    expect(store.stats.settles).toBe(3);
     expect(snapshotMessages(directory).map((m) => [m.id, m.deliveries])).toEqual([[row.id, 3], [journaled.id, 0], [pending.id, 2]]);
+  });
+});
+
+it("a nack's delay settles the journal up to the nacked message only: the newer messages stay journaled", async () => {
+  await withStore({ mode: "fsync", commitIntervalMs: 1 }, async (store, directory) => {
+    const messages = [1, 2, 3, 4].map((n) => storedMessage(n));
+    await Promise.all(messages.map((message) => store.append(message)));
+    store.noteDelay(messages[1]!, 1_900_000_000_000, 1);
+    await nothingPending(store);
+    expect(store.stats.settles).toBe(1);
+    expect(databaseRows(directory)).toEqual([messages[0]!.id, messages[1]!.id]);
+    const read = snapshotMessages(directory).map((m) => [m.id, m.deliveries, m.notBefore]);
+    expect(read).toEqual([[messages[0]!.id, 0, 0], [messages[1]!.id, 1, 1_900_000_000_000], [messages[2]!.id, 0, 0], [messages[3]!.id, 0, 0]]);
+    // A later delay of a row is an UPDATE: the journal keeps the other two.
+    store.noteDelay(messages[0]!, 1_900_000_000_500);
+    await nothingPending(store);
+    expect(store.stats.settles).toBe(1);
+    expect(databaseRows(directory)).toEqual([messages[0]!.id, messages[1]!.id]);
+    expect(snapshotMessages(directory)[0]!.notBefore).toBe(1_900_000_000_500);
   });
 });
 
