@@ -12,10 +12,10 @@
  * emptied; one still holding live messages has them moved into the database first ("settled",
  * by the store: sqlite_store.ts). So only a message that outlives a file's turn costs a row.
  * The store also settles everything when a read needs every message in the database (paging,
- * a snapshot, close) or a delivery count or a delay must be written to a row; and the oldest
- * live messages, a few thousand per commit, while the journal holds more than
- * JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue filling with no consumer: memory stays
- * bounded, each commit short, and it pays about what it did without a journal).
+ * a snapshot, close); the live messages up to one with a delivery count or a delay due (columns
+ * of its row); and the oldest live messages, a few thousand per commit, while the journal holds
+ * more than JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES (a queue filling with no consumer: memory
+ * stays bounded, each commit short, and it pays about what it did without a journal).
  *
  * The files' format, and how they are read back at open: journal_frames.ts; what the broker keeps
  * of each file while it runs: journal_segment.ts.
