@@ -8,6 +8,7 @@
 import type { Database, Statement } from "bun:sqlite";
 import type { Logger } from "../log.ts";
 import { describe } from "./database.ts";
+import { IdCounts } from "./id_counts.ts";
 import { SQL } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 
@@ -26,7 +27,7 @@ export class HeldIds {
    * Ids of rows whose delete is not committed yet, by count; kept only once `holds()` was asked
    * (a slave), so that a master's acks pay nothing for it.
    */
-  #removing: Map<string, number> | null = null;
+  #removing: IdCounts | null = null;
 
   constructor(db: Database, indexed: boolean, log: Logger, directory: string, now: () => number = () => performance.now()) {
     this.#db = db;
@@ -44,7 +45,7 @@ export class HeldIds {
   holds(messageId: string, pending: readonly StoredMessage[]): boolean {
     if (!this.#indexed && !this.#buildIndex()) return false;
     if (this.#removing === null) {
-      this.#removing = new Map();
+      this.#removing = new IdCounts();
       for (const message of pending) this.removing(message.id);
     }
     if (this.#removing.has(messageId)) return false;
@@ -53,19 +54,14 @@ export class HeldIds {
 
   /** A remove of this message's row is pending. */
   removing(messageId: string): void {
-    if (this.#removing !== null) this.#removing.set(messageId, (this.#removing.get(messageId) ?? 0) + 1);
+    this.#removing?.add(messageId);
   }
 
   /** The deletes of the first `count` of `removed` were committed. */
   deleted(removed: readonly StoredMessage[], count: number): void {
     const removing = this.#removing;
     if (removing === null) return;
-    for (let i = 0; i < count; i++) {
-      const id = removed[i]!.id;
-      const pending = removing.get(id) ?? 1;
-      if (pending <= 1) removing.delete(id);
-      else removing.set(id, pending - 1);
-    }
+    for (let i = 0; i < count; i++) removing.delete(removed[i]!.id);
   }
 
   /** The pending removes were dropped (the store closes). */

@@ -28,6 +28,7 @@ import type { Logger } from "../log.ts";
 import { describe, type SqliteStoreStats } from "./database.ts";
 import { FrameEncoder, readJournalFile } from "./journal_frames.ts";
 import { JournalSegment } from "./journal_segment.ts";
+import { IdCounts } from "./id_counts.ts";
 import { getMeta } from "./record.ts";
 import type { StoredMessage } from "./store.ts";
 import { type StoreUsage, UsageDelta } from "./usage.ts";
@@ -85,8 +86,8 @@ export class Journal {
   readonly #frames = new FrameEncoder();
   /** A write failed: settle everything, which empties both files (a torn frame may be left). */
   #failed = false;
-  /** Ids of live messages, by count: kept only once `holds()` was asked (a slave's check by id). */
-  #ids: Map<string, number> | null = null;
+  /** Ids of live messages: kept only once `holds()` was asked (a slave's check by id). */
+  #ids: IdCounts | null = null;
   readonly #freeBytes: () => number;
   readonly #store: JournalStore;
 
@@ -204,7 +205,7 @@ export class Journal {
     if (this.#ids !== null) {
       for (const [seq, message] of this.live()) {
         if (seq > through) break;
-        forget(this.#ids, message.id);
+        this.#ids.delete(message.id);
       }
     }
     this.#previous.settleThrough(through);
@@ -221,22 +222,20 @@ export class Journal {
     for (const message of messages) {
       const seq = message.position;
       if (seq === undefined || seq <= through) continue;
-      const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
-      if (pending.has(seq) || (segment !== null && seq > segment.settledThrough)) through = seq;
+      if (pending.has(seq) || this.#holding(seq) !== null) through = seq;
     }
     return through;
   }
 
   /**
    * A message was removed (acked; its `position` was `seq` and is undefined now): true when it was
-   * journaled, and its REMOVE goes in the next frame. Every journaled position is above every row
-   * of the database, and each file's above the one written before it.
+   * journaled, and its REMOVE goes in the next frame.
    */
   remove(seq: number, message: StoredMessage): boolean {
-    const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
-    if (segment === null || seq <= segment.settledThrough) return false; // a row of the database
+    const segment = this.#holding(seq);
+    if (segment === null) return false; // a row of the database
     segment.removed(message);
-    if (this.#ids !== null) forget(this.#ids, message.id);
+    this.#ids?.delete(message.id);
     this.#removes.push(seq);
     this.#removed.push(message);
     return true;
@@ -284,8 +283,8 @@ export class Journal {
   /** True when a live journaled message has this id. */
   holds(messageId: string): boolean {
     if (this.#ids === null) {
-      this.#ids = new Map();
-      for (const [, message] of this.live()) this.#ids.set(message.id, (this.#ids.get(message.id) ?? 0) + 1);
+      this.#ids = new IdCounts();
+      for (const [, message] of this.live()) this.#ids.add(message.id);
     }
     return this.#ids.has(messageId);
   }
@@ -336,14 +335,16 @@ export class Journal {
 
   #addLive(segment: JournalSegment, message: StoredMessage): void {
     segment.add(message);
-    if (this.#ids !== null) this.#ids.set(message.id, (this.#ids.get(message.id) ?? 0) + 1);
+    this.#ids?.add(message.id);
   }
 
-
-}
-
-function forget(ids: Map<string, number>, id: string): void {
-  const count = ids.get(id) ?? 1;
-  if (count <= 1) ids.delete(id);
-  else ids.set(id, count - 1);
+  /**
+   * The file holding a position live, or null: the database's rows are below every journaled
+   * position, each file's positions above the one written before it, and a file's settled prefix
+   * is in the database.
+   */
+  #holding(seq: number): JournalSegment | null {
+    const segment = seq >= this.#current.firstSeq ? this.#current : seq >= this.#previous.firstSeq ? this.#previous : null;
+    return segment === null || seq <= segment.settledThrough ? null : segment;
+  }
 }

@@ -397,7 +397,7 @@ export class SqliteStore implements PagingStore {
     const table = new UsageDelta(); // the queue_usage rows
     const memory = new UsageDelta(); // this.#rows.usage, which counts journaled messages already
     for (const message of appends.values()) table.add(message, 1);
-    for (const message of this.#pending.messages.values()) memory.add(message, 1);
+    for (const message of this.#pending.messages.values()) memory.add(message, 1); // none left if journaled
     for (let i = 0; i < deletes; i++) {
       table.add(removes.messages[i]!, -1);
       memory.add(removes.messages[i]!, -1);
