@@ -7,4 +7,4 @@
  */
 export const VERSION = "1.0.0-beta.1";
 export const PROTOCOL_VERSION = 1;
-export const STORE_VERSION = 6;
+export const STORE_VERSION = 7;

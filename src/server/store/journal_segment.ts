@@ -1,7 +1,7 @@
 /**
  * One file of the journal (journal.ts) as the broker keeps it while it runs.
  */
-import { ftruncateSync, openSync } from "node:fs";
+import { constants, fsyncSync, ftruncateSync, openSync } from "node:fs";
 import type { FileRead } from "./journal_frames.ts";
 import type { StoredMessage } from "./store.ts";
 
@@ -29,11 +29,22 @@ export class JournalSegment {
   settledThrough = 0;
   #settledIndex = 0;
   readonly fd: number;
+  /** What every frame written to it carries until it is recycled (journal_frames.ts). */
+  generation: number;
 
+  /**
+   * Opens the file to write after its whole frames of its generation. What follows them (a torn
+   * frame, or frames an earlier turn left) is cut off for good before anything is written, so
+   * that no later generation can meet it again.
+   */
   constructor(readonly path: string, read: FileRead) {
-    this.fd = openSync(path, "a");
-    if (read.fileBytes !== read.validBytes) ftruncateSync(this.fd, read.validBytes);
+    this.fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o644);
+    if (read.fileBytes !== read.validBytes) {
+      ftruncateSync(this.fd, read.validBytes);
+      fsyncSync(this.fd);
+    }
     this.size = read.validBytes;
+    this.generation = read.generation;
   }
 
   add(message: StoredMessage): void {
@@ -91,22 +102,40 @@ export class JournalSegment {
     for (let i = this.#settledIndex; i < messages.length; i++) if (messages[i]!.position === seqs[i]) yield [seqs[i]!, messages[i]!];
   }
 
-  /** Empties the file; false when it could not be (it keeps its size). */
-  empty(): boolean {
+  /**
+   * Writing starts over at the file's start, in `generation`: the frames it holds stay until
+   * written over (their messages were removed or settled), and a reader stops at the first one.
+   */
+  recycle(generation: number): void {
+    this.#forget();
+    this.size = 0;
+    this.generation = generation;
+  }
+
+  /**
+   * Empties the file (a settle of every message, at close or for a read: rare), so that it takes
+   * no room and a restart reads nothing; false when it could not be (it keeps its size, and is
+   * written over from its start in `generation` all the same).
+   */
+  empty(generation: number): boolean {
+    this.recycle(generation);
+    try {
+      ftruncateSync(this.fd, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #forget(): void {
     this.messages = [];
     this.seqs = [];
     this.liveCount = 0;
     this.liveBytes = 0;
     this.firstSeq = Infinity;
+    this.lastSeq = 0;
     this.settledThrough = 0;
     this.#settledIndex = 0;
-    try {
-      ftruncateSync(this.fd, 0);
-      this.size = 0;
-      return true;
-    } catch {
-      return false;
-    }
   }
 }
 

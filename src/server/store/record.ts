@@ -2,7 +2,7 @@
  * The on-disk format of the durable store: the SQLite schema, the row of one message, the meta
  * values, and the upgrade path between store versions.
  *
- * Format v6 (`STORE_VERSION = 6`): the journal's files (journal.ts) and one SQLite database
+ * Format v7 (`STORE_VERSION = 7`): the journal's files (journal.ts) and one SQLite database
  * `kitten-mq.db` in WAL mode and `auto_vacuum = INCREMENTAL` (v4: the pages rows leave free are
  * handed back to the file system by space.ts), next to `kitten-mq.reserve` (space.ts: room kept
  * for a full disk, or an empty file while that room is in use):
@@ -32,9 +32,14 @@
  *                                          rows: a restart knows every queue's depth without
  *                                          counting (a count of 20 M rows takes seconds)
  *
- * Format v6 is v5 with the journal (journal.ts: the files `journal-a` and `journal-b` beside the
- * database, and the meta value `journal_through`): the tables are unchanged, but a store with
- * messages in its journal must not be opened by a version that would not read them.
+ * Format v7 is v6 with recycled journal files: every frame carries its file's generation
+ * (journal_frames.ts), so that a file can be written over instead of truncated. A v6 broker would
+ * replay what an earlier turn left past a v7 file's end: it must not open the store.
+ * Format v6 was v7 with journal files truncated at each turn, and no generation in the frames
+ * (`UPGRADES[6]` only records the version: v6 frames read as generation 0). v6 is v5 with the
+ * journal (journal.ts: the files `journal-a` and `journal-b` beside the database, and the meta
+ * value `journal_through`): the tables are unchanged, but a store with messages in its journal
+ * must not be opened by a version that would not read them.
  * Format v5 was v6 without the journal (`UPGRADES[5]` only records the version).
  * Format v4 was v5 without `not_before` (`UPGRADES[4]` adds the column: existing rows get 0).
  * Format v3 was v4 without auto_vacuum (and without the reserve): the same tables and rows.
@@ -240,6 +245,7 @@ export function decodeRecord(version: number, row: unknown[]): StoredMessage {
       return decodeRecordV2(row as RecordV2);
     case 5:
     case 6: // v6 added the journal, not a column
+    case 7: // v7 changed the journal's frames, not the rows
       return decodeRecordV5(row as RecordV5);
     default:
       throw new Error(`no decoder for store version ${version}`);
@@ -270,6 +276,8 @@ export const UPGRADES: Readonly<Record<number, Upgrade>> = {
   },
   /** v5 → v6: nothing in the tables; the journal's files start empty beside the database. */
   5: () => {},
+  /** v6 → v7: nothing in the tables; the journal's v6 frames read as generation 0 (journal_frames.ts). */
+  6: () => {},
 };
 
 export function getMeta(db: Database, key: string): MetaValue | null {

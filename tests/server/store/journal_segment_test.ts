@@ -3,7 +3,7 @@
  * acked ones dropped from memory once they outnumber the live four to one.
  */
 import { afterAll, expect, it } from "bun:test";
-import { closeSync } from "node:fs";
+import { closeSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { COMPACT_FROM, JournalSegment } from "../../../src/server/store/journal_segment.ts";
 import type { StoredMessage } from "../../../src/server/store/store.ts";
@@ -18,7 +18,7 @@ afterAll(() => {
 });
 
 function segment(): JournalSegment {
-  const file = new JournalSegment(join(temps.make(), "journal-a"), { appends: new Map(), removes: [], validBytes: 0, fileBytes: 0 });
+  const file = new JournalSegment(join(temps.make(), "journal-a"), { appends: new Map(), removes: [], validBytes: 0, fileBytes: 0, generation: 0 });
   opened.push(file);
   return file;
 }
@@ -63,12 +63,25 @@ it(`drops acked messages from memory once they are four times the live ones (pas
   expect(small.liveCount).toBe(1);
 });
 
-it("emptied, it forgets every message and its positions start over", () => {
+it("emptied, it forgets every message and its positions start over, in the generation it is given", () => {
   const file = segment();
   add(file, 3);
-  expect(file.empty()).toBe(true);
-  expect([file.liveCount, file.liveBytes, file.size, file.firstSeq, file.messages.length]).toEqual([0, 0, 0, Infinity, 0]);
+  file.size = 100;
+  expect(file.empty(4)).toBe(true);
+  expect([file.liveCount, file.liveBytes, file.size, file.firstSeq, file.lastSeq, file.messages.length]).toEqual([0, 0, 0, Infinity, 0, 0]);
+  expect(file.generation).toBe(4);
   expect([...file.live()]).toEqual([]);
+});
+
+it("recycled, it forgets every message and is written from its start, keeping its bytes", () => {
+  const file = segment();
+  add(file, 3);
+  writeFileSync(file.path, new Uint8Array(100));
+  file.size = 100;
+  file.recycle(7);
+  expect([file.liveCount, file.liveBytes, file.size, file.firstSeq, file.lastSeq, file.messages.length]).toEqual([0, 0, 0, Infinity, 0, 0]);
+  expect(file.generation).toBe(7);
+  expect(statSync(file.path).size).toBe(100);
 });
 
 it("settled through a position, the messages up to it are live no more, each looked at once", () => {

@@ -274,7 +274,7 @@ it("holds() and the usage figures count journaled messages, before and after a r
   again.close();
 });
 
-it("writing moves to the other file once one is full; one with nothing live left is emptied, one still holding messages has only those settled", async () => {
+it("writing moves to the other file once one is full; one with nothing live left is recycled, one still holding messages has only those settled", async () => {
   // A disk with 1 MiB free: the files' limit is JOURNAL_SEGMENT_MIN_BYTES.
   await withStore({ mode: "fsync", commitIntervalMs: 1, readFree: () => 1024 * 1024 }, async (store, directory) => {
     const body = new Uint8Array(1000);
@@ -298,6 +298,34 @@ it("writing moves to the other file once one is full; one with nothing live left
     expect(databaseRows(directory)).toEqual([kept.id]);
     expect(snapshotMessages(directory).map((m) => m.id)).toEqual([kept.id]);
     expect(store.queueUsage(kept.queue).messages).toBe(1);
+  });
+});
+
+it("writing moves back to a file by writing it over from its start: it keeps its size, and a crash reads only what this turn wrote", async () => {
+  // A disk with 1 MiB free: the files' limit is JOURNAL_SEGMENT_MIN_BYTES.
+  await withStore({ mode: "fsync", commitIntervalMs: 1, readFree: () => 1024 * 1024 }, async (store, directory) => {
+    const body = new Uint8Array(1000);
+    let n = 0;
+    const acked: string[] = [];
+    /** One batch of 20 appends (about 21 KB), acked at once: every batch writes the same frames. */
+    const churn = async () => {
+      const batch = Array.from({ length: 20 }, () => storedMessage(n++, { body }));
+      await Promise.all(batch.map((message) => store.append(message)));
+      for (const message of batch) store.remove(message);
+      acked.push(...batch.map((message) => message.id));
+      await nothingPending(store);
+    };
+    // About 190 KB: each file was filled once (four batches), and writing moved back to the first.
+    for (let i = 0; i < 9; i++) await churn();
+    // Neither file was truncated: the one written now is still as long as its earlier turn left it.
+    for (const name of JOURNAL_FILES) expect(statSync(join(directory, name)).size).toBeGreaterThanOrEqual(JOURNAL_SEGMENT_MIN_BYTES);
+    const kept = storedMessage(n++, { body });
+    await store.append(kept);
+    // The earlier turn's frames past this turn's end hold appends whose removes were written over.
+    const crashed = snapshotMessages(directory).map((m) => m.id);
+    expect(crashed).toEqual([kept.id]);
+    expect(acked.filter((id) => crashed.includes(id))).toEqual([]);
+    expect(store.stats).toMatchObject({ settles: 0, inserted: 0, journaled: 181 });
   });
 });
 

@@ -4,7 +4,7 @@
  */
 import { Database } from "bun:sqlite";
 import { expect, it } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryLogger } from "../../../src/server/log.ts";
 import { META, migrate, SCHEMA, STORE_FILE } from "../../../src/server/store/record.ts";
@@ -13,7 +13,7 @@ import { STORE_VERSION } from "../../../src/version.ts";
 import { delivery, fields, storedMessage } from "./store_conformance.ts";
 import { sqliteStoreFixture } from "../../helpers/sqlite_store.ts";
 
-const { temps } = sqliteStoreFixture();
+const { temps, snapshotMessages } = sqliteStoreFixture();
 
 const fixtureV1 = readFileSync(join(import.meta.dir, "fixtures/store_v1.sql"), "utf8");
 
@@ -185,7 +185,7 @@ it("SqliteStore upgrades the checked-in store v5 fixture by recording the versio
 const fixtureV6 = readFileSync(join(import.meta.dir, "fixtures/store_v6.sql"), "utf8");
 const fixtureV6Journal = Buffer.from(readFileSync(join(import.meta.dir, "fixtures/store_v6_journal-a.hex"), "utf8").trim(), "hex");
 
-it("SqliteStore reads the checked-in store v6 fixture, database and journal, without an upgrade", () => {
+it("SqliteStore upgrades the checked-in store v6 fixture by recording the version: its journal's frames read as generation 0", async () => {
   const directory = temps.make();
   const db = new Database(join(directory, STORE_FILE));
   db.run(fixtureV6);
@@ -193,26 +193,69 @@ it("SqliteStore reads the checked-in store v6 fixture, database and journal, wit
   writeFileSync(join(directory, "journal-a"), fixtureV6Journal);
   const logger = memoryLogger();
   const store = new SqliteStore({ directory, logger });
-  expect(logger.lines.some((line) => line.includes("upgraded"))).toBe(false);
+  expect(logger.lines).toContain(`[info ] [store    ] directory=${directory};from=6;to=${STORE_VERSION};store upgraded`);
   expect(logger.lines.some((line) => line.includes("messages=2;journaled messages read back"))).toBe(true);
   // Counted before any settle: the rows from the table, the journaled messages from the journal.
   expect(store.queueUsage("orders/v1").messages).toBe(3);
   expect(store.queueUsage("dead/v1").messages).toBe(1);
+  // Positions go on after the journal's highest, the removed one included; the next frame is
+  // written after the v6 frames (generation 0 both), and read back with them after a crash.
+  const next = storedMessage(1);
+  await store.append(next);
+  expect(next.position).toBe(6);
+  expect(statSync(join(directory, "journal-a")).size).toBeGreaterThan(fixtureV6Journal.length);
+  expect(snapshotMessages(directory).map((message) => message.id)).toEqual(["k6j.1", "k6j.2", "k6j.3", "k6j.5", next.id]);
   const loaded = store.load();
   expect(loaded.map((message) => [message.id, message.destination, message.deliveries, message.notBefore])).toEqual([
     ["k6j.1", "shop-1", 0, 0],
     ["k6j.2", "shop-1", 1, 0],
     ["k6j.3", "shop-1", 2, 0],
     ["k6j.5", "shop-1", 0, 1796083299000],
+    [next.id, next.destination, 0, 0],
   ]);
   expect(loaded[3]!.queue).toBe("dead/v1");
   expect(loaded[3]!.deadLetter).toEqual({ reason: "requeueLimit", channel: "orders/v1/shop-1", messageId: "k6j.0", deliveries: 3 });
   expect(new TextDecoder().decode(loaded[2]!.body)).toBe("body 3");
   expect(store.meta(META.EPOCH)).toBe(12);
-  // Positions go on after the journal's highest, the removed one included.
+  store.close();
+});
+
+const fixtureV7 = readFileSync(join(import.meta.dir, "fixtures/store_v7.sql"), "utf8");
+const fixtureV7Journal = (file: "a" | "b") =>
+  Buffer.from(readFileSync(join(import.meta.dir, `fixtures/store_v7_journal-${file}.hex`), "utf8").trim(), "hex");
+
+it("SqliteStore reads the checked-in store v7 fixture without an upgrade: what an earlier turn left past a recycled file's end is not taken back", async () => {
+  const directory = temps.make();
+  const db = new Database(join(directory, STORE_FILE));
+  db.run(fixtureV7);
+  db.close();
+  writeFileSync(join(directory, "journal-a"), fixtureV7Journal("a"));
+  writeFileSync(join(directory, "journal-b"), fixtureV7Journal("b"));
+  const logger = memoryLogger();
+  const store = new SqliteStore({ directory, logger });
+  expect(logger.lines.some((line) => line.includes("upgraded"))).toBe(false);
+  expect(store.queueUsage("orders/v1").messages).toBe(2);
+  expect(store.queueUsage("dead/v1").messages).toBe(1);
+  // The stale tail was cut at open; writing goes on in journal-b (the newer generation, though
+  // it holds nothing live), at positions after the highest read.
+  const bAtOpen = statSync(join(directory, "journal-b")).size;
+  expect(bAtOpen).toBeLessThan(fixtureV7Journal("b").length);
   const next = storedMessage(1);
-  store.append(next);
-  expect(next.position).toBe(6);
+  await store.append(next);
+  expect(next.position).toBe(7);
+  expect(statSync(join(directory, "journal-a")).size).toBe(fixtureV7Journal("a").length);
+  expect(statSync(join(directory, "journal-b")).size).toBeGreaterThan(bAtOpen);
+  // Not k7j.2: its append is what generation 2 of journal-b left; its removal was written over.
+  expect(snapshotMessages(directory).map((message) => message.id)).toEqual(["k7j.1", "k7j.3", "k7j.5", next.id]);
+  const loaded = store.load();
+  expect(loaded.map((message) => [message.id, message.deliveries, message.notBefore])).toEqual([
+    ["k7j.1", 0, 0],
+    ["k7j.3", 2, 0],
+    ["k7j.5", 0, 1796083299000],
+    [next.id, 0, 0],
+  ]);
+  expect(loaded[2]!.deadLetter).toEqual({ reason: "requeueLimit", channel: "orders/v1/shop-1", messageId: "k7j.0", deliveries: 3 });
+  expect(store.meta(META.EPOCH)).toBe(13);
   store.close();
 });
 
@@ -232,7 +275,7 @@ it("every store fixture, once opened, has the schema of a fresh store (UPGRADES 
     "dead_letter",
     "not_before",
   ]);
-  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4], [5, fixtureV5], [6, fixtureV6]] as const) {
+  for (const [version, fixture] of [[1, fixtureV1], [2, fixtureV2], [3, fixtureV3], [4, fixtureV4], [5, fixtureV5], [6, fixtureV6], [7, fixtureV7]] as const) {
     const db = new Database(":memory:");
     db.run(fixture);
     expect(migrate(db, { directory: "/fixture" })).toBe(version);
