@@ -33,7 +33,9 @@ export interface IntakeHost {
 }
 
 /** A message whose commit runs: its queue, and the log entry that streamed it as master (0: none). */
-type Committing = [queue: Queue, message: Message, logIndex: number];
+/** A message whose commit runs: its queue, itself, the log entry that streamed it, and that commit. */
+type Committing = [queue: Queue, message: Message, logIndex: number, commit: Promise<void>];
+const NOT_YET: Promise<void> = Promise.resolve();
 
 /** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
 const UNLOGGED = 100_000;
@@ -43,8 +45,11 @@ const PAGED_REQUEUES = 10_000;
 export class Intake {
   /** Recently accepted message ids: a resent duplicate is confirmed but not queued twice. */
   readonly #recentIds = new RecentIds();
-  /** Messages whose commit is running, by id: a resend meanwhile shares that commit. */
-  readonly #storing = new Map<string, Message>();
+  /**
+   * Messages whose commit is running, by id, with that commit: a resend meanwhile shares it. The
+   * commit is kept here rather than on the message, which would take an object more per message.
+   */
+  readonly #storing = new Map<string, Committing>();
   /** Sends waiting for the replicas, by the promise they wait on: unlogged if the replicas refuse them. */
   readonly #replicating = new SharedSettlement<string>(
     () => undefined,
@@ -152,8 +157,8 @@ export class Intake {
   }
 
   /** The messages whose commit is running. */
-  storing(): Iterable<Message> {
-    return this.#storing.values();
+  *storing(): Iterable<Message> {
+    for (const [, message] of this.#storing.values()) yield message;
   }
 
   /**
@@ -162,12 +167,17 @@ export class Intake {
    */
   resent(messageId: string): boolean | Promise<void> {
     if (this.#recentIds.has(messageId)) return true;
-    return this.#storing.get(messageId)?.commit ?? false;
+    return this.#storing.get(messageId)?.[3] ?? false;
   }
 
   /** A message being stored (its commit runs), by id, or null. */
   storingMessage(messageId: string): Message | null {
-    return this.#storing.get(messageId) ?? null;
+    return this.#storing.get(messageId)?.[1] ?? null;
+  }
+
+  /** The commit storing a message, while it runs. */
+  commitOf(messageId: string): Promise<void> | undefined {
+    return this.#storing.get(messageId)?.[3];
   }
 
   /**
@@ -203,9 +213,9 @@ export class Intake {
       return;
     }
     // Every message of one commit shares its promise: accepted together, in arrival order.
-    const committed = this.#committing.add(stored, [queue, message, logIndex]);
-    message.commit = committed;
-    this.#storing.set(message.id, message);
+    const storing: Committing = [queue, message, logIndex, NOT_YET];
+    const committed = (storing[3] = this.#committing.add(stored, storing));
+    this.#storing.set(message.id, storing);
     return committed;
   }
 
@@ -214,7 +224,6 @@ export class Intake {
     const positions = this.host.cluster.positions;
     for (const [queue, message, logIndex] of batch) {
       this.#storing.delete(message.id);
-      message.commit = null;
       if (logIndex > 0) positions.committed(logIndex);
       try {
         this.#accept(queue, message);
@@ -231,7 +240,6 @@ export class Intake {
     for (const [, message] of batch) {
       // Remembered as a duplicate only once stored: a resend of a refused message must be retried.
       this.#storing.delete(message.id);
-      message.commit = null;
       if (master) this.host.cluster.replication.remove(message.id);
     }
   }
@@ -331,7 +339,7 @@ export class Intake {
       held.syncGeneration = generation;
       return;
     }
-    const storing = this.#storing.get(id)?.commit;
+    const storing = this.#storing.get(id)?.[3];
     if (storing) {
       return storing.then(() => {
         const message = mirror.get(id);
@@ -365,7 +373,9 @@ export class Intake {
    * in memory or being stored, once it is read back when it is held in the store only (paged).
    */
   requeuedMirrored(messageId: string, deliveries: number, at: number): void {
-    const message = this.host.cluster.mirror.get(messageId) ?? this.#storing.get(messageId);
+    const held = this.host.cluster.mirror.get(messageId);
+    const storing = held === undefined ? this.#storing.get(messageId) : undefined;
+    const message = held ?? storing?.[1];
     if (message === undefined) {
       if (this.whereIs(messageId) !== "paged") return; // settled here already
       const earlier = this.#pagedRequeues.get(messageId);
@@ -374,7 +384,7 @@ export class Intake {
     }
     const queue = this.host.queue(message.queue);
     // Being stored, it is queued once its commit ends: its copies start from the message's fields.
-    if (message.commit) message.requeued(deliveries, at);
+    if (storing !== undefined) message.requeued(deliveries, at);
     else queue.mirrored.requeued(message, deliveries, at);
     this.#storeRequeue(queue, message, deliveries, at);
   }

@@ -21,7 +21,6 @@ class Rare {
   record: StoredMessage | null = null;
   deliveries = 0;
   copies: Copy[] | null = null;
-  commit: Promise<void> | null = null;
   syncGeneration = 0;
   notBefore = 0;
 }
@@ -122,25 +121,6 @@ export class Message {
   }
   set copies(value: Copy[] | null) {
     if (value !== null || this.#rare !== NONE) this.#own().copies = value;
-  }
-
-  /** The commit storing it, while it runs (a resend meanwhile is confirmed by the same commit). */
-  get commit(): Promise<void> | null {
-    return this.#rare.commit;
-  }
-  set commit(value: Promise<void> | null) {
-    // Every message of an fsync queue has one while its commit runs: the object goes with it.
-    if (value !== null) this.#own().commit = value;
-    else if (this.#rare !== NONE) {
-      const rare = this.#rare;
-      rare.commit = null;
-      if (
-        rare.deadLetter === null && rare.record === null && rare.deliveries === 0 && rare.copies === null && rare.syncGeneration === 0 &&
-        rare.notBefore === 0
-      ) {
-        this.#rare = NONE;
-      }
-    }
   }
 
   /**
