@@ -14,10 +14,8 @@ import {
 } from "../protocol/mod.ts";
 import type { HostConnection } from "./connection.ts";
 import type { MasterTracker } from "./masters.ts";
+import { RecentAcks } from "./recent_acks.ts";
 import type { ConsumeHandler, DeliveryInfo, Done, ListenHandler, Subscription } from "./subscription.ts";
-
-/** How many acked deliveries the client remembers to recognise a duplicate after a failover. */
-const ACKED_WINDOW = 20_000;
 
 export class Receiver {
   /** Deliveries acked recently: a resend after failover is not handled twice. */
@@ -25,6 +23,9 @@ export class Receiver {
   /** The link (and its generation) the last delivery came through. */
   #from: HostConnection | null = null;
   #fromGeneration = -1;
+  /** The queue name of the subscription the last delivery was for: made once, not per delivery. */
+  #queueOf: Subscription | null = null;
+  #queue = "";
 
   constructor(
     /** The client's open subscriptions, by sub. */
@@ -45,15 +46,17 @@ export class Receiver {
     // an acked message again): acked before means settle it again, once, without the handler. A
     // lone broker needs neither, and saves their cost. Decided here, once: done() may come after
     // disconnect(), when there are no connections left to count.
-    const acked = this.connections().length > 1 ? ackedOf(subscription, destination, messageId) : null;
-    if (acked !== null) {
+    const remember = this.connections().length > 1;
+    if (remember) {
       // A delivery through another link (a new master, a reconnect) may repeat an acked one.
       if (connection !== this.#from || generation !== this.#fromGeneration) {
         this.#from = connection;
         this.#fromGeneration = generation;
         this.#acked.watch();
       }
-      if (this.#acked.has(acked)) return this.#ack(connection, sub, tag, acked);
+      if (this.#acked.has(subscription.kind === "consume" ? 1 : 0, this.#queueName(subscription), destination, messageId)) {
+        return this.#ack(connection, sub, tag, subscription, destination, messageId);
+      }
     }
     let message: unknown;
     try {
@@ -75,7 +78,7 @@ export class Receiver {
     const done: Done = (ok = true, delaySeconds = 0) => {
       if (settled || connection.generation !== generation) return; // late: the broker requeued it
       settled = true;
-      if (ok !== false) return this.#ack(connection, sub, tag, acked);
+      if (ok !== false) return this.#ack(connection, sub, tag, remember ? subscription : null, destination, messageId);
       connection.send([OP.NACK, sub, tag, Math.min(MAX_NACK_DELAY_SECONDS, Math.max(0, Number(delaySeconds) || 0))]);
     };
     try {
@@ -97,17 +100,27 @@ export class Receiver {
   }
 
   /**
-   * Acks on the delivering broker. With several brokers (`acked` given) the ack is remembered, and
-   * copied to the slaves that take no replication stream (they drop their copy; the others get
-   * the removal from their master).
+   * Acks on the delivering broker. With several brokers (`remembered`: the delivery's
+   * subscription) the ack is remembered, and copied to the slaves that take no replication stream
+   * (they drop their copy; the others get the removal from their master).
    */
-  #ack(connection: HostConnection, sub: number, tag: number, acked: AckedDelivery | null): void {
+  #ack(connection: HostConnection, sub: number, tag: number, remembered: Subscription | null, destination: string, messageId: string): void {
     connection.ack(sub, tag);
-    if (acked === null) return;
+    if (remembered === null) return;
+    const kind = remembered.kind === "consume" ? 1 : 0;
+    const queue = this.#queueName(remembered);
     for (const other of this.connections()) {
-      if (other !== connection && other.takesCopies) other.mirror(acked.kind, acked.queue, acked.destination, acked.messageId);
+      if (other !== connection && other.takesCopies) other.mirror(kind, queue, destination, messageId);
     }
-    this.#acked.add(acked);
+    this.#acked.add(kind, queue, destination, messageId);
+  }
+
+  #queueName(subscription: Subscription): string {
+    if (subscription !== this.#queueOf) {
+      this.#queueOf = subscription;
+      this.#queue = queueName(subscription.endpoint, subscription.version);
+    }
+    return this.#queue;
   }
 
   /** A handler threw: the message is requeued (at least once), then the error reported. */
@@ -115,102 +128,4 @@ export class Receiver {
     done(false);
     this.report(error instanceof Error ? error : new Error(String(error)));
   }
-}
-
-/** One acked delivery target of a message, remembered to recognise it after a failover. */
-interface AckedDelivery {
-  kind: 0 | 1;
-  queue: string;
-  destination: string;
-  messageId: string;
-}
-
-function ackedOf(subscription: Subscription, destination: string, messageId: string): AckedDelivery {
-  return {
-    kind: subscription.kind === "consume" ? 1 : 0,
-    queue: queueName(subscription.endpoint, subscription.version),
-    destination,
-    messageId,
-  };
-}
-
-function sameTarget(a: AckedDelivery, b: AckedDelivery): boolean {
-  return a.kind === b.kind && a.destination === b.destination && a.queue === b.queue;
-}
-
-/**
- * Acked deliveries, the last ACKED_WINDOW of them. A broker never delivers again what was acked
- * on the same link, so only deliveries through another link can repeat an acked one: after a
- * failover or a reconnect. The acks are kept in a ring; they are looked up by message id (a map,
- * made from the ring) only from such a change until ACKED_WINDOW acks later, when every ack
- * remembered was made on the link that delivers now. So a client whose link does not change pays
- * an array write per ack, not four map operations. A message reaches one client under more than
- * one target only when it both listens and consumes, or under a wildcard and an id: such an id
- * keeps a list.
- */
-class RecentAcks {
-  readonly #ring: (AckedDelivery | undefined)[] = new Array(ACKED_WINDOW);
-  #next = 0;
-  #byId: Map<string, AckedDelivery | AckedDelivery[]> | null = null;
-  /** Acks since the last change of link, while watching. */
-  #sinceWatch = 0;
-
-  /** The delivering link changed: acked deliveries are looked up by id from now on. */
-  watch(): void {
-    this.#sinceWatch = 0;
-    if (this.#byId !== null) return;
-    const byId = (this.#byId = new Map());
-    for (const acked of this.all()) addTo(byId, acked);
-  }
-
-  has(acked: AckedDelivery): boolean {
-    const held = this.#byId?.get(acked.messageId);
-    if (held === undefined) return false;
-    return Array.isArray(held) ? held.some((each) => sameTarget(each, acked)) : sameTarget(held, acked);
-  }
-
-  add(acked: AckedDelivery): void {
-    const at = this.#next;
-    const evicted = this.#ring[at];
-    this.#ring[at] = acked;
-    this.#next = (at + 1) % ACKED_WINDOW;
-    const byId = this.#byId;
-    if (byId === null) return;
-    if (++this.#sinceWatch >= ACKED_WINDOW) {
-      this.#byId = null; // every ack remembered was made on the link that delivers now
-      return;
-    }
-    if (evicted !== undefined) removeFrom(byId, evicted);
-    addTo(byId, acked);
-  }
-
-  /** Every remembered ack, oldest first. */
-  *all(): IterableIterator<AckedDelivery> {
-    for (let i = 0; i < ACKED_WINDOW; i++) {
-      const acked = this.#ring[(this.#next + i) % ACKED_WINDOW];
-      if (acked !== undefined) yield acked;
-    }
-  }
-}
-
-function addTo(byId: Map<string, AckedDelivery | AckedDelivery[]>, acked: AckedDelivery): void {
-  const held = byId.get(acked.messageId);
-  if (held === undefined) return void byId.set(acked.messageId, acked);
-  if (!Array.isArray(held)) {
-    if (!sameTarget(held, acked)) byId.set(acked.messageId, [held, acked]);
-    return;
-  }
-  if (!held.some((each) => sameTarget(each, acked))) held.push(acked);
-}
-
-function removeFrom(byId: Map<string, AckedDelivery | AckedDelivery[]>, acked: AckedDelivery): void {
-  const held = byId.get(acked.messageId);
-  if (held === undefined) return;
-  if (!Array.isArray(held)) {
-    if (held === acked) byId.delete(acked.messageId);
-    return;
-  }
-  const left = held.filter((each) => each !== acked);
-  if (left.length === 0) byId.delete(acked.messageId);
-  else byId.set(acked.messageId, left.length === 1 ? left[0]! : left);
 }
