@@ -8,7 +8,7 @@
  * to the next (destination, channel, queue, the sender's id prefix); anything they do not expect
  * goes to the generic decoder.
  */
-import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
+import { copyBytes, decodeText, equalsAt, readAscii } from "./bytes.ts";
 import { decode, encode } from "./cbor.ts";
 import { FrameBatch, frame } from "./frame.ts";
 import { type DeadLetterInfo, MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
@@ -284,8 +284,13 @@ export function readSend(frame: Uint8Array, start = 0, end = frame.length): Send
   return { ref, channel, messageId, body: frame.subarray(at, limit) };
 }
 
-/** The message id in `data[start, end)`: a repeated prefix is reused, only the counter is decoded. */
+/**
+ * The message id in `data[start, end)`: ASCII read in one call where the runtime can; else a
+ * repeated prefix is reused, and only the counter is decoded.
+ */
 function decodeMessageId(start: number, end: number): string | undefined {
+  const ascii = readAscii(data, start, end);
+  if (ascii !== undefined) return ascii;
   let dot = end - 1;
   while (dot >= start && data[dot] !== 0x2e && end - dot <= 11) dot--;
   if (dot <= start || data[dot] !== 0x2e) return decodeText(data.subarray(start, end));
