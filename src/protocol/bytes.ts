@@ -18,7 +18,8 @@ export function decodeText(bytes: Uint8Array): string | undefined {
  */
 export function copyBytes(data: Uint8Array, start = 0, end = data.length): Uint8Array<ArrayBuffer> {
   const copy = new Uint8Array(end - start);
-  copy.set(data.subarray(start, end));
+  // The whole input is copied as it is: a view of all of it would be one object more per call.
+  copy.set(start === 0 && end === data.length ? data : data.subarray(start, end));
   return copy;
 }
 
