@@ -33,10 +33,11 @@ export interface AckedDelivery {
 const FREE = "";
 
 export class RecentAcks {
-  readonly #kinds = new Uint8Array(ACKED_WINDOW);
-  readonly #queues: string[] = new Array<string>(ACKED_WINDOW).fill(FREE);
-  readonly #destinations: string[] = new Array<string>(ACKED_WINDOW).fill(FREE);
-  readonly #ids: string[] = new Array<string>(ACKED_WINDOW).fill(FREE);
+  // Made at the first ack (about 500 KB): a client of one broker remembers none.
+  #kinds = new Uint8Array(0);
+  #queues: string[] = [];
+  #destinations: string[] = [];
+  #ids: string[] = [];
   /** The slot the next ack takes (the oldest one, once the ring is full). */
   #next = 0;
   /** Slots by message id, while watching. */
@@ -49,7 +50,7 @@ export class RecentAcks {
     this.#sinceWatch = 0;
     if (this.#byId !== null) return;
     const byId = (this.#byId = new Map());
-    for (let i = 0; i < ACKED_WINDOW; i++) {
+    for (let i = 0; i < this.#ids.length; i++) {
       const slot = (this.#next + i) % ACKED_WINDOW;
       if (this.#ids[slot] !== FREE) this.#index(byId, slot);
     }
@@ -64,6 +65,7 @@ export class RecentAcks {
   }
 
   add(kind: 0 | 1, queue: string, destination: string, messageId: string): void {
+    if (this.#ids.length === 0) this.#allocate();
     const slot = this.#next;
     let byId = this.#byId;
     if (byId !== null) {
@@ -83,12 +85,19 @@ export class RecentAcks {
 
   /** Every remembered ack, oldest first. */
   *all(): IterableIterator<AckedDelivery> {
-    for (let i = 0; i < ACKED_WINDOW; i++) {
+    for (let i = 0; i < this.#ids.length; i++) {
       const slot = (this.#next + i) % ACKED_WINDOW;
       const messageId = this.#ids[slot]!;
       if (messageId === FREE) continue;
       yield { kind: this.#kinds[slot] as 0 | 1, queue: this.#queues[slot]!, destination: this.#destinations[slot]!, messageId };
     }
+  }
+
+  #allocate(): void {
+    this.#kinds = new Uint8Array(ACKED_WINDOW);
+    this.#queues = new Array<string>(ACKED_WINDOW).fill(FREE);
+    this.#destinations = new Array<string>(ACKED_WINDOW).fill(FREE);
+    this.#ids = new Array<string>(ACKED_WINDOW).fill(FREE);
   }
 
   #isTarget(slot: number, kind: 0 | 1, queue: string, destination: string): boolean {

@@ -8,6 +8,10 @@ import { ACKED_WINDOW, RecentAcks } from "../../src/client/recent_acks.ts";
 
 describe("RecentAcks", () => {
   it("finds an ack by its message and target only once watching, and gives every ack back oldest first", () => {
+    const empty = new RecentAcks();
+    empty.watch(); // nothing acked yet (its rings are not even made): nothing to index
+    expect([...empty.all()]).toEqual([]);
+    expect(empty.has(1, "orders/v1", "d1", "m1")).toBe(false);
     const acks = new RecentAcks();
     acks.add(1, "orders/v1", "d1", "m1");
     acks.add(0, "orders/v1", "d1", "m2");
