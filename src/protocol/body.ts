@@ -14,7 +14,7 @@
  * handed to the generic decoder, so the result, and any error, is always exactly what
  * `decode()` gives: this file only decides how fast.
  */
-import { copyBytes, decodeText, equalsAt } from "./bytes.ts";
+import { copyBytes, decodeText, equalsAt, readAscii } from "./bytes.ts";
 import { decode } from "./cbor.ts";
 
 /** Thrown inside this reader to say "let the generic decoder do it". Never escapes. */
@@ -184,7 +184,8 @@ function readText(length: number): string {
 }
 
 function decodeUtf8(start: number, stop: number): string {
-  const text = decodeText(src.subarray(start, stop));
+  // ASCII (ids, UUIDs, most text) in one call; anything else through the UTF-8 decoder.
+  const text = readAscii(src, start, stop) ?? decodeText(src.subarray(start, stop));
   if (text === undefined) throw FALLBACK; // not UTF-8: the generic decoder decides what that gives
   return text;
 }

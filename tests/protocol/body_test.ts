@@ -24,7 +24,7 @@ function fast(bytes: Uint8Array): { value?: unknown; error?: string } {
 function random(seed: number) {
   const next = mulberry32(seed);
   const int = (n: number) => Math.floor(next() * n);
-  const words = ["id", "seq", "user", "type", "amount", "é", "🐱", "", "order.created", "a".repeat(40)];
+  const words = ["id", "seq", "user", "type", "amount", "é", "🐱", "", "order.created", "a".repeat(40), "é".repeat(20) + "🐱"];
   const value = (depth: number): unknown => {
     const kind = int(depth > 3 ? 8 : 11);
     switch (kind) {
