@@ -68,6 +68,23 @@ it("e2e: wire SEND is confirmed by OK with its ref; ops batched in one write are
   expect(broker.broker.queues.get("batch/v1")!.counters.received).toBe(51);
 });
 
+it("e2e: wire a resend while the first send's commit runs (fsync) is confirmed with that commit and not stored twice", async () => {
+  const broker = cleanup.broker({ durability: "fsync" });
+  const wire = await open(broker, "resender");
+  // One write: both frames are read before the commit that stores the first one runs.
+  const first = frame(encode([OP.SEND, 1, "again/v1/1", "same-id", encode(1)]));
+  const resend = frame(encode([OP.SEND, 2, "again/v1/1", "same-id", encode(1)]));
+  wire.sendRaw(new Uint8Array([...first, ...resend]));
+  await expectOk(wire, [1, 2]);
+  const queue = broker.broker.queues.get("again/v1")!;
+  expect(queue.counters.received).toBe(1);
+  expect(queue.live).toBe(1);
+  // After the commit, the same id is a duplicate held already.
+  wire.send([OP.SEND, 3, "again/v1/1", "same-id", encode(1)]);
+  await expectOk(wire, [3]);
+  expect(queue.counters.received).toBe(1);
+});
+
 it("e2e: wire DELIVER carries the sender's body bytes untouched, and ACK settles it", async () => {
   const broker = cleanup.broker();
   const consumer = await open(broker, "wire-consumer");

@@ -1,9 +1,9 @@
 /**
- * The store's message journal: append-only files in front of the database, so that a message
- * acked soon after it was confirmed never costs SQLite a row. Most messages of a busy queue live
- * for milliseconds; writing each one into two B-trees (the table and the index by queue), then
- * deleting it from both, cost the broker about 2 µs per message, where appending it to a file
- * costs a copy of its bytes. The group commit writes one frame per commit (the commit's appends,
+ * The store's message journal: two files written in turn in front of the database, so that a
+ * message acked soon after it was confirmed never costs SQLite a row. Most messages of a busy
+ * queue live for milliseconds; writing each one into two B-trees (the table and the index by
+ * queue), then deleting it from both, cost the broker about 2 µs per message, where appending it
+ * to a file costs a copy of its bytes. The group commit writes one frame per commit (the commit's appends,
  * and the removes of journaled messages acked since the last one) and fsyncs it.
  *
  * Two files, `journal-a` and `journal-b`, written in turn. Once the one being written reaches its
@@ -171,8 +171,8 @@ export class Journal {
   }
 
   /**
-   * True when everything should be settled: a write failed (its file may end in part of a frame,
-   * after which nothing may be written until it is emptied).
+   * True when everything should be settled: a write failed (the disk, most likely), and the
+   * database alone decides when the store is writable again, as it does for a failing store.
    */
   get full(): boolean {
     return this.#failed;
@@ -324,8 +324,9 @@ export class Journal {
    * Writing moves to the previous file (its live messages were removed or settled), written over
    * from its start in a new generation rather than truncated: freeing its blocks cost the broker's
    * thread about 0.1 µs per message, and a file whose size does not change is fsynced without a
-   * journal commit of the file system's, which took a quarter of a commit's fsync and most of its
-   * longest ones.
+   * journal commit of the file system's (on the 2-core box, a 160 KB fdatasync took 0.24 ms at
+   * the median over written blocks against 0.30 ms appending, and (c3)'s confirm p99 went from
+   * 2.81 to 2.41 ms).
    */
   #turn(): void {
     const next = this.#previous;
