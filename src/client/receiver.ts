@@ -54,7 +54,7 @@ export class Receiver {
         this.#fromGeneration = generation;
         this.#acked.watch();
       }
-      if (this.#acked.has(subscription.kind === "consume" ? 1 : 0, this.#queueName(subscription), destination, messageId)) {
+      if (this.#acked.has(kindOf(subscription), this.#queueName(subscription), destination, messageId)) {
         return this.#ack(connection, sub, tag, subscription, destination, messageId);
       }
     }
@@ -107,7 +107,7 @@ export class Receiver {
   #ack(connection: HostConnection, sub: number, tag: number, remembered: Subscription | null, destination: string, messageId: string): void {
     connection.ack(sub, tag);
     if (remembered === null) return;
-    const kind = remembered.kind === "consume" ? 1 : 0;
+    const kind = kindOf(remembered);
     const queue = this.#queueName(remembered);
     for (const other of this.connections()) {
       if (other !== connection && other.takesCopies) other.mirror(kind, queue, destination, messageId);
@@ -128,4 +128,9 @@ export class Receiver {
     done(false);
     this.report(error instanceof Error ? error : new Error(String(error)));
   }
+}
+
+/** How an ack of a subscription is remembered and mirrored: 1 consumed, 0 listened. */
+function kindOf(subscription: Subscription): 0 | 1 {
+  return subscription.kind === "consume" ? 1 : 0;
 }

@@ -115,7 +115,7 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
       if (!storing) intake.storeFor(queue)?.noteDelay(held.record ?? held, held.notBefore);
       host.cluster.replication.requeued(messageId, held.deliveries, held.notBefore); // this group's slaves hold it back too
     }
-    return storing === null ? undefined : intake.commitOf(messageId);
+    return intake.commitOf(messageId); // undefined for a message held already
   }
   // A delayed message sent again at the fence that the target holds in its store only (it pages
   // too): not stored twice, and the delay does not reach it. Looked up for these few only: a

@@ -32,8 +32,10 @@ export interface IntakeHost {
   incoming(queue: string): Mirror | null;
 }
 
-/** A message whose commit runs: its queue, and the log entry that streamed it as master (0: none). */
-/** A message whose commit runs: its queue, itself, the log entry that streamed it, and that commit. */
+/**
+ * A message whose commit runs: its queue, itself, the log entry that streamed it as master (0:
+ * none), and that commit.
+ */
 type Committing = [queue: Queue, message: Message, logIndex: number, commit: Promise<void>];
 const NOT_YET: Promise<void> = Promise.resolve();
 
@@ -167,7 +169,7 @@ export class Intake {
    */
   resent(messageId: string): boolean | Promise<void> {
     if (this.#recentIds.has(messageId)) return true;
-    return this.#storing.get(messageId)?.[3] ?? false;
+    return this.commitOf(messageId) ?? false;
   }
 
   /** A message being stored (its commit runs), by id, or null. */
@@ -339,7 +341,7 @@ export class Intake {
       held.syncGeneration = generation;
       return;
     }
-    const storing = this.#storing.get(id)?.[3];
+    const storing = this.commitOf(id);
     if (storing) {
       return storing.then(() => {
         const message = mirror.get(id);
