@@ -442,13 +442,25 @@ describe("frame", () => {
     expect(batch.byteLength).toBe(0);
     expect(batch.frameCount).toBe(0);
     expect(batch.view().length).toBe(0);
-    for (let round = 0; round < 4; round++) {
+    for (let round = 0; round < 64 * 3; round++) {
       batch.push(bytes(10, round)); // small bursts after a big one: the buffer shrinks, the bytes stay right
-      if (round === 0) expect(batch.view().buffer).toBe(grown); // clear() after a full burst kept it
+      if (round < 62) expect(batch.view().buffer).toBe(grown); // kept until 64 clears in a row were small
       expect(new FrameDecoder().push(batch.view().slice())).toEqual([bytes(10, round)]);
       batch.clear();
     }
     expect(batch.view().buffer.byteLength).toBeLessThan(grown.byteLength);
+  });
+
+  it("FrameBatch keeps its buffer through bursts that alternate large and small, instead of shrinking and growing it back", () => {
+    const batch = new FrameBatch(1024);
+    batch.push(bytes(200_000, 0));
+    const grown = batch.view().buffer;
+    batch.clear();
+    for (let round = 1; round <= 200; round++) {
+      batch.push(bytes(round % 2 === 0 ? 200_000 : 1_000, round));
+      expect(batch.view().buffer).toBe(grown);
+      batch.clear();
+    }
   });
 
   it("FrameBatch.take() empties the batch and hands out a buffer the caller owns", () => {
