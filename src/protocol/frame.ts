@@ -14,14 +14,18 @@ export const FRAME_HEADER_SIZE = 4;
 export const MAX_FRAME_SIZE = 1024 * 1024;
 
 const EMPTY = new Uint8Array(0);
-/** A batch buffer larger than this halves when SHRINK_WINDOW clears in a row used less than a quarter of it. */
+/**
+ * A batch buffer larger than this shrinks, to twice what the largest of its last SHRINK_WINDOW
+ * bursts used, when none of them used a quarter of it.
+ */
 const SHRINK_ABOVE = 64 * 1024;
 /**
- * Clears watched before a batch shrinks. A replication link alternates bursts of appends and
- * smaller ones (a REMOVE, acks): halving at each small burst made the next big one grow it back,
- * an allocation and a copy each time (3–5% of a master's CPU in (f2) and (f3)).
+ * Bursts watched before a batch shrinks. A replication link alternates bursts of appends with
+ * smaller ones (a REMOVE, acks): shrinking at each small burst made the next large one grow it
+ * back, an allocation and a copy each time (3–5% of a master's CPU in (f2) and (f3)). Shrinking
+ * straight to the size the window needed keeps a burst's buffer no longer than that window.
  */
-const SHRINK_WINDOW = 64;
+const SHRINK_WINDOW = 16;
 
 export class FrameDecoder {
   /** Largest frame body accepted; an owner may change it between chunks (a broker raises it after the handshake). */
@@ -302,7 +306,9 @@ export class FrameBatch {
     if (this.#length > this.#peak) this.#peak = this.#length;
     if (++this.#clears === SHRINK_WINDOW) {
       if (this.#buffer.length > SHRINK_ABOVE && this.#peak < this.#buffer.length >> 2) {
-        this.#buffer = new Uint8Array(this.#buffer.length >> 1);
+        let size = SHRINK_ABOVE;
+        while (size < 2 * this.#peak) size *= 2;
+        this.#buffer = new Uint8Array(size);
       }
       this.#peak = 0;
       this.#clears = 0;
