@@ -22,7 +22,7 @@
  * Options: --cycles N (10), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
  * 300..1200), --window N (sends awaiting confirmation, 200), --rate N (sends per second; default
  * 5,000 when messages pile up (--consume-at-end, --kill-publisher), unlimited otherwise),
- * --min-isr N (2), --backlog N (messages of 100 bytes sent first to a queue nobody consumes until
+ * --min-isr N (2; 3, every broker, restarts the killed one before a send can be confirmed), --backlog N (messages of 100 bytes sent first to a queue nobody consumes until
  * the end, when every one must be delivered: counted in the last line's confirmed and lost), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
  * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
  * (no consumer during the cycles: every message stays unacked, so each new master must hold
@@ -246,6 +246,12 @@ async function promoteInSync(killed: Node): Promise<{ node: Node; epoch: number;
   return { node, epoch: await node.promote(), restarted: false };
 }
 
+/** The killed master comes back as a slave: it catches up from the new master. */
+async function restartAsSlave(master: Node): Promise<void> {
+  if (!AUTO) master.setMaster(false);
+  await master.start();
+}
+
 async function cycle(index: number, promoted: Node | null): Promise<Node> {
   const ran = runMs();
   const before = confirmedCount();
@@ -277,11 +283,11 @@ async function cycle(index: number, promoted: Node | null): Promise<Node> {
     ({ node: next, epoch, restarted } = await promoteInSync(master));
     if (restarted) restarts++;
   }
+  // With minInSyncReplicas as large as the cluster, nothing is confirmed until the killed broker is back in sync.
+  const everyBrokerNeeded = MIN_ISR >= nodes.length;
+  if (!restarted && everyBrokerNeeded) await restartAsSlave(master);
   if (!childPublisher) await waitFor(() => failoverTimes.length > measured, 60_000, "a send confirmed by the new master");
-  if (!restarted) {
-    if (!AUTO) master.setMaster(false);
-    await master.start(); // back as a slave: it catches up from the new master
-  }
+  if (!restarted && !everyBrokerNeeded) await restartAsSlave(master);
   if (childPublisher) await childPublisher.start();
   else {
     for (const mq of [publisher, consumer]) {
