@@ -23,7 +23,8 @@ const SHRINK_ABOVE = 64 * 1024;
  * Bursts watched before a batch shrinks. A replication link alternates bursts of appends with
  * smaller ones (a REMOVE, acks): shrinking at each small burst made the next large one grow it
  * back, an allocation and a copy each time (3–5% of a master's CPU in (f2) and (f3)). Shrinking
- * straight to the size the window needed keeps a burst's buffer no longer than that window.
+ * straight to the size the window needed, a large burst's buffer is given back at most two
+ * windows (32 bursts) after it.
  */
 const SHRINK_WINDOW = 16;
 
