@@ -19,16 +19,27 @@
  * The last line is `failovers: N, confirmed: N, lost: N, duplicates: N`; the exit code is 1 when
  * lost > 0 (or when the run cannot finish).
  *
- * Options: --cycles N (10), --seed N (1), --min-run-ms / --max-run-ms (time between kills,
- * 300..1200), --window N (sends awaiting confirmation, 200), --rate N (sends per second; default
- * 5,000 when messages pile up (--consume-at-end, --kill-publisher), unlimited otherwise),
- * --min-isr N (2; 3, every broker, restarts the killed one before a send can be confirmed), --backlog N (messages of 100 bytes sent first to a queue nobody consumes until
- * the end, when every one must be delivered: counted in the last line's confirmed and lost), --memory-budget BYTES (memoryBudgetBytes: most of the backlog paged), --no-peers (no cluster.peers: clients-only mirroring, as brokers did before
- * catch-up existed), --lease-ttl S (3), --verbose (the brokers' cluster lines), --consume-at-end
- * (no consumer during the cycles: every message stays unacked, so each new master must hold
- * everything confirmed so far, including what was confirmed while it was down), --nack-delay-ms D
- * (the consumer nacks every tenth message once with a delay of D ms, and a line counts those
- * delivered again before it was over: a new master holds them back as the old one did).
+ * Options:
+ *   --cycles N (10), --seed N (1)
+ *   --min-run-ms / --max-run-ms  time between kills (300..1200)
+ *   --window N                   sends awaiting confirmation (200)
+ *   --rate N                     sends per second; default 5,000 when messages pile up
+ *                                (--consume-at-end, --kill-publisher), unlimited otherwise
+ *   --min-isr N                  cluster.minInSyncReplicas (2); with 3 (every broker) the killed
+ *                                one is restarted before a send can be confirmed again
+ *   --backlog N                  messages of 100 bytes sent first to a queue nobody consumes until
+ *                                the end, when every one must be delivered (counted in the last
+ *                                line's confirmed and lost)
+ *   --memory-budget BYTES        memoryBudgetBytes: most of the backlog paged
+ *   --no-peers                   no cluster.peers: clients-only mirroring, as brokers did before
+ *                                catch-up existed
+ *   --lease-ttl S (3), --verbose (the brokers' cluster lines)
+ *   --consume-at-end             no consumer during the cycles: every message stays unacked, so
+ *                                each new master must hold everything confirmed so far, including
+ *                                what was confirmed while it was down
+ *   --nack-delay-ms D            the consumer nacks every tenth message once with a delay of D ms,
+ *                                and a line counts those delivered again before it was over (a new
+ *                                master holds them back as the old one did)
  */
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -104,7 +104,14 @@ export class Receiver {
    * subscription) the ack is remembered, and copied to the slaves that take no replication stream
    * (they drop their copy; the others get the removal from their master).
    */
-  #ack(connection: HostConnection, sub: number, tag: number, remembered: Subscription | null, destination: string, messageId: string): void {
+  #ack(
+    connection: HostConnection,
+    sub: number,
+    tag: number,
+    remembered: Subscription | null,
+    destination: string,
+    messageId: string,
+  ): void {
     connection.ack(sub, tag);
     if (remembered === null) return;
     const kind = kindOf(remembered);

@@ -3,8 +3,8 @@
  * message acked soon after it was confirmed never costs SQLite a row. Most messages of a busy
  * queue live for milliseconds; writing each one into two B-trees (the table and the index by
  * queue), then deleting it from both, cost the broker about 2 µs per message, where appending it
- * to a file costs a copy of its bytes. The group commit writes one frame per commit (the commit's appends,
- * and the removes of journaled messages acked since the last one) and fsyncs it.
+ * to a file costs a copy of its bytes. The group commit writes one frame per commit (the
+ * commit's appends, and the removes of journaled messages acked since the last one) and fsyncs it.
  *
  * Two files, `journal-a` and `journal-b`, written in turn. Once the one being written reaches its
  * limit (`segmentLimit`: 4 MiB, less on a disk with little room), writing moves to the other,
