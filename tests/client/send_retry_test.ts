@@ -352,7 +352,10 @@ it("a probe that times out unanswered starts the next round: after a backoff, th
 
 it("a send held behind a refusal, never written, names the client's last refusal in its TIMEOUT and its CLOSED", async () => {
   const broker = new FakeBroker(1001);
-  broker.answer = refuse("NOT_ENOUGH_REPLICAS");
+  // Two refusals, then probes go unanswered: when the first send times out, its probe is out and
+  // the next round waits 100-200 ms, past the held send's own deadline (a few ms after the first's).
+  // With every probe refused, the round running at that moment could probe the held send instead.
+  broker.answer = (send, index) => (index < 2 ? refuse("NOT_ENOUGH_REPLICAS")(send, index) : null);
   const mq = await connected([broker], { sendTimeoutMs: 300 });
   mq.send("retry/v1/held", 0).catch(() => {});
   await waitFor(() => broker.sends.length === 1, 2000, "the first send refused");
