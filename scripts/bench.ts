@@ -70,6 +70,7 @@ const { values: args } = parseArgs({
     json: { type: "string" },
     profile: { type: "string" },
     "backlog-count": { type: "string" },
+    window: { type: "string" },
     groups: { type: "string" },
     "groups-durability": { type: "string" },
     "groups-rate": { type: "string" },
@@ -79,7 +80,7 @@ const { values: args } = parseArgs({
 if (args.help) {
   console.log(
     "usage: bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]\n" +
-      "                            [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]",
+      "                            [--window N] [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]",
   );
   process.exit(0);
 }
@@ -111,7 +112,9 @@ const MEDIAN_RATES: Partial<Record<string, number>> = {};
 const TIMEOUT_MS = (args.timeout ? Number(args.timeout) : QUICK ? 30 : 60) * 1000;
 /** Extra `bun` flags for every process: CPU profiles (markdown) written on exit into one folder. */
 if (args.profile) BUN_FLAGS.push("--cpu-prof-md", `--cpu-prof-dir=${resolve(args.profile)}`);
-const WINDOW = 2000;
+/** Unconfirmed sends a publisher keeps at most (a, b, d-f3, s). */
+const WINDOW = args.window ? Number(args.window) : 2000;
+if (!Number.isSafeInteger(WINDOW) || WINDOW < 1) throw new RangeError(`--window must be a positive integer: ${args.window}`);
 const PREFETCH = 1000;
 const LISTENERS = 4;
 /** Scenario (s): as many messages per full-speed run as (a), over every publisher. */

@@ -43,11 +43,19 @@ export const JOURNAL_SEGMENT_BYTES = 4 * 1024 * 1024;
 export const JOURNAL_SEGMENT_MIN_BYTES = 64 * 1024;
 /**
  * The oldest journaled messages are settled once this many are unacked, or their bodies take this
- * much: a settle is one transaction, and the WAL (cut back to 1 MiB) and the reserve for a full
- * disk (space.ts) are sized for transactions of this order.
+ * much: room for the sends that many clients keep in flight (windows of thousands each) to be
+ * acked first, where a queue filling with no consumer passes it within a fraction of a second.
  */
-export const JOURNAL_LIVE_MESSAGES = 8192;
-export const JOURNAL_LIVE_BYTES = 1024 * 1024;
+export const JOURNAL_LIVE_MESSAGES = 32768;
+export const JOURNAL_LIVE_BYTES = 4 * 1024 * 1024;
+/**
+ * What a commit settles past the bound (more only when one commit's appends went further past
+ * it), and at most while a file is emptied so that writing can move back to it: a settle is one
+ * transaction, and the WAL (cut back to 1 MiB) and the reserve for a full disk (space.ts) are
+ * sized for transactions of this order.
+ */
+export const JOURNAL_SETTLE_MESSAGES = 2048;
+export const JOURNAL_SETTLE_BYTES = 256 * 1024;
 
 /**
  * Opens the journal of the store in `directory` (its database `db`, closed on failure) and counts
@@ -181,27 +189,31 @@ export class Journal {
   /**
    * The oldest live messages to move into the database with the next commit, and the position
    * that commit covers (`journal_through`), or null when none need to be: those up to `target`
-   * (a count or a delay is due for that one: `rowlessThrough`), the previous file's when writing
-   * must move back to it (the current one is past its limit), and as many as bring the live
-   * messages back to three quarters of JOURNAL_LIVE_MESSAGES and JOURNAL_LIVE_BYTES once they
-   * reach either. A prefix of the positions, so that one number tells a reader what is settled.
+   * (a count or a delay is due for that one: `rowlessThrough`); once the live messages reach
+   * JOURNAL_LIVE_MESSAGES or JOURNAL_LIVE_BYTES, as many as bring them a settle's worth
+   * (JOURNAL_SETTLE_MESSAGES, JOURNAL_SETTLE_BYTES) under it; and, while writing must move back to
+   * the previous file (the current one is past its limit), a settle's worth of the previous file's.
+   * A prefix of the positions, so that one number tells a reader what is settled.
    */
   toSettle(target = 0): { messages: Map<number, StoredMessage>; through: number } | null {
     const previous = this.#previous;
-    if (this.#current.size >= this.#limit && previous.liveCount > 0 && previous.lastSeq > target) target = previous.lastSeq;
+    const emptying = this.#current.size >= this.#limit && previous.liveCount > 0 ? previous.lastSeq : 0;
     let count = this.liveCount;
     let bytes = previous.liveBytes + this.#current.liveBytes;
-    const over = () => count > 0.75 * JOURNAL_LIVE_MESSAGES || bytes > 0.75 * JOURNAL_LIVE_BYTES;
     const bounded = count >= JOURNAL_LIVE_MESSAGES || bytes >= JOURNAL_LIVE_BYTES;
-    if (target === 0 && !bounded) return null;
+    if (target === 0 && emptying === 0 && !bounded) return null;
+    const over = () => count > JOURNAL_LIVE_MESSAGES - JOURNAL_SETTLE_MESSAGES || bytes > JOURNAL_LIVE_BYTES - JOURNAL_SETTLE_BYTES;
     const messages = new Map<number, StoredMessage>();
     let through = target;
+    let settlingBytes = 0;
     for (const [seq, message] of this.live()) {
-      if (seq > target && !(bounded && over())) break;
+      const emptyingMore = seq <= emptying && messages.size < JOURNAL_SETTLE_MESSAGES && settlingBytes < JOURNAL_SETTLE_BYTES;
+      if (seq > target && !(bounded && over()) && !emptyingMore) break;
       messages.set(seq, message);
       if (seq > through) through = seq;
       count--;
       bytes -= message.body.length;
+      settlingBytes += message.body.length;
     }
     return messages.size === 0 ? null : { messages, through };
   }

@@ -21,7 +21,7 @@ const { temps, withStore } = sqliteStoreFixture();
 const sizeOf = (path: string) => (existsSync(path) ? statSync(path).size : 0);
 const diskFull = () => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
 
-/** Stores `count` messages of 1,000 bytes, 250 to a commit; returns them in order. */
+/** Stores `count` messages of 1,000 bytes, 250 to a commit, as rows of the database; returns them in order. */
 async function fillRows(store: SqliteStore, count: number): Promise<StoredMessage[]> {
   const body = new Uint8Array(1000).fill(7);
   const messages: StoredMessage[] = [];
@@ -34,6 +34,7 @@ async function fillRows(store: SqliteStore, count: number): Promise<StoredMessag
     }
     await Promise.all(appends);
   }
+  store.readQueue("orders/v1", 0, 1); // a read settles the journal: every message is a row
   return messages;
 }
 
