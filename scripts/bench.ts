@@ -2,7 +2,7 @@
  * `npm run bench`: throughput and publish→deliver latency of Kitten-MQ on loopback.
  *
  *   bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]
- *                        [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]
+ *                        [--window N] [--size BYTES] [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]
  *
  * Every run starts a fresh broker subprocess (`bun src/cli/main.ts start --config <tmp>`, port 0)
  * and separate client processes (`scripts/bench_client.ts`: the bench worker of src/bench/worker/,
@@ -57,6 +57,7 @@ import { BUN_FLAGS, type Plan, runOnce } from "./bench/run.ts";
 import { backlogVerdicts, runBacklog } from "./bench/backlog.ts";
 import { scaleOutScenario } from "./bench/scale_out.ts";
 import { checkScaleOut, parseGroups, SCALE_OUT_DEFAULTS, type ScaleOutSettings } from "../src/bench/scale_out.ts";
+import { bodyFor, smallestBody } from "../src/bench/scenarios.ts";
 
 // ── arguments ──────────────────────────────────────────────────────────────────────────────────
 
@@ -71,6 +72,7 @@ const { values: args } = parseArgs({
     profile: { type: "string" },
     "backlog-count": { type: "string" },
     window: { type: "string" },
+    size: { type: "string" },
     groups: { type: "string" },
     "groups-durability": { type: "string" },
     "groups-rate": { type: "string" },
@@ -80,7 +82,7 @@ const { values: args } = parseArgs({
 if (args.help) {
   console.log(
     "usage: bun scripts/bench.ts [--quick] [--runs N] [--only a,b,c] [--timeout S] [--json FILE] [--profile DIR]\n" +
-      "                            [--window N] [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]",
+      "                            [--window N] [--size BYTES] [--backlog-count N] [--groups 1,2,4] [--groups-durability memory|fsync] [--groups-rate MSG/S]",
   );
   process.exit(0);
 }
@@ -115,6 +117,12 @@ if (args.profile) BUN_FLAGS.push("--cpu-prof-md", `--cpu-prof-dir=${resolve(args
 /** Unconfirmed sends a publisher keeps at most (a, b, d-f3, s). */
 const WINDOW = args.window ? Number(args.window) : 2000;
 if (!Number.isSafeInteger(WINDOW) || WINDOW < 1) throw new RangeError(`--window must be a positive integer: ${args.window}`);
+if (args.size !== undefined && !(Number.isSafeInteger(Number(args.size)) && Number(args.size) >= smallestBody())) {
+  throw new RangeError(`--size must be an integer of at least ${smallestBody()} bytes: ${args.size}`);
+}
+/** The publishers' bodies with `--size`: `{seq, t, pad}` of that many bytes of CBOR (a, b, e-f3); else payload()'s. */
+const BODY = args.size === undefined ? null : bodyFor(Number(args.size), SIZES.a);
+const PAD = BODY ? { pad: BODY.pad } : {};
 const PREFETCH = 1000;
 const LISTENERS = 4;
 /** Scenario (s): as many messages per full-speed run as (a), over every publisher. */
@@ -156,8 +164,8 @@ interface Scenario {
 }
 
 
-/** 1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking, on `channel`. */
-function workQueuePlan(channel: string, run: number): Plan {
+/** 1 publisher with confirms (window of unconfirmed sends) → 1 consumer acking, on `channel`; bodies padded by `--size`. */
+function workQueuePlan(channel: string, run: number, pad: { pad?: number } = PAD): Plan {
   return {
     receivers: [{
       role: "consumer",
@@ -165,7 +173,7 @@ function workQueuePlan(channel: string, run: number): Plan {
     }],
     publisher: {
       role: "publisher",
-      options: { channel, clientId: `bench-publisher-${run}`, count: SIZES.a, warmup: warmupOf(SIZES.a), window: WINDOW },
+      options: { channel, clientId: `bench-publisher-${run}`, count: SIZES.a, warmup: warmupOf(SIZES.a), window: WINDOW, ...pad },
     },
   };
 }
@@ -247,6 +255,7 @@ const SCENARIOS: Scenario[] = [
           count: SIZES.b,
           warmup: warmupOf(SIZES.b),
           window: WINDOW,
+          ...PAD,
         },
       },
     }),
@@ -257,7 +266,7 @@ const SCENARIOS: Scenario[] = [
     title: "(d) work queue on a channel with a format (channels[...].map) → 1 consumer acking",
     detail: `${fmt(SIZES.a)} messages as (a) (the first ${fmt(warmupOf(SIZES.a))} warm-up), each decoded and checked against a 7-field map by the broker`,
     unit: "msgs/s",
-    plan: (run) => workQueuePlan("bench-format/v1/work", run),
+    plan: (run) => workQueuePlan("bench-format/v1/work", run, {}), // its bodies are the format's, whatever --size says
     target: shareOf("a", 0.5),
   },
   {
@@ -333,7 +342,7 @@ process.on("SIGINT", () => {
 });
 
 async function main(): Promise<number> {
-  const bodyBytes = encode(payload(SIZES.a - 1)).length;
+  const bodyBytes = BODY?.bytes ?? encode(payload(SIZES.a - 1)).length;
   const version = (await Bun.file(join(ROOT, "package.json")).json()).version;
   console.log(
     `Kitten-MQ ${version} benchmark: bun ${Bun.version}, ${navigator.hardwareConcurrency} cores, ` +
