@@ -4,7 +4,7 @@
  * each kind of process. Every figure is measured; the broker's CPU is null when it runs elsewhere.
  */
 import { type Cpu, cpuTotal } from "./processes.ts";
-import type { Latency } from "./results.ts";
+import type { Latency, ReceiverResult } from "./results.ts";
 import type { RunOutcome } from "./run.ts";
 import type { Scenario, ScenarioName } from "./scenarios.ts";
 
@@ -51,6 +51,11 @@ export interface ScenarioFigures {
   elapsedSeconds: number;
   /** Cores other processes of this machine kept busy meanwhile (null: the broker is elsewhere). */
   otherCores: number | null;
+  /**
+   * The unacked deliveries each receiver may hold: what a consumer asked (null for listeners,
+   * which ask none) and the least the broker granted (its channel's cap; null when not said).
+   */
+  prefetch: { asked: number | null; granted: number | null };
 }
 
 const round1 = (value: number) => Math.round(value * 10) / 10;
@@ -97,5 +102,15 @@ export function scenarioFigures(scenario: Scenario, outcome: RunOutcome, brokerM
     },
     elapsedSeconds: Math.round(summary.elapsedS * 1000) / 1000,
     otherCores: brokerMeasured ? Math.round(summary.otherCores * 100) / 100 : null,
+    prefetch: receiversPrefetch(received),
+  };
+}
+
+function receiversPrefetch(received: readonly ReceiverResult[]): ScenarioFigures["prefetch"] {
+  const asked = received.map((r) => r.prefetch.asked).filter((value) => value !== null);
+  const granted = received.map((r) => r.prefetch.granted).filter((value) => value !== null);
+  return {
+    asked: asked.length === 0 ? null : Math.max(...asked),
+    granted: granted.length === 0 ? null : Math.min(...granted),
   };
 }

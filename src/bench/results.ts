@@ -41,6 +41,11 @@ export interface ReceiverResult {
   /** The same percentiles with the warm-up included (null when there is no warm-up). */
   latencyWholeRun: Latency | null;
   cpu: { userMs: number; systemMs: number };
+  /**
+   * The prefetch a consumer asked (null: a listener, which asks none) and the smallest the broker
+   * granted (null: not said).
+   */
+  prefetch: { asked: number | null; granted: number | null };
 }
 
 export interface PublisherResult {

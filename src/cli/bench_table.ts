@@ -37,6 +37,14 @@ function notes(report: BenchReport): string[] {
     const lines = [`${s.name.padEnd(8)} ${s.title}; ${count(s.messages.sent)} messages of ${s.messages.bodyBytes} bytes, the first ${count(s.messages.warmup)} warm-up`];
     if (s.rate.target !== null && s.rate.achieved !== null) lines.push(`${"".padEnd(8)} sent at ${count(s.rate.achieved)} msg/s (asked ${count(s.rate.target)})`);
     if (s.messages.duplicates > 0) lines.push(`${"".padEnd(8)} ${count(s.messages.duplicates)} duplicate deliveries`);
+    const { asked, granted } = s.prefetch;
+    if (asked !== null && granted !== null && granted < asked) {
+      const held = granted === 1 ? "one delivery" : `${count(granted)} deliveries`;
+      lines.push(
+        `${"".padEnd(8)} the broker granted each consumer a prefetch of ${count(granted)} (asked ${count(asked)}): ` +
+          `its \`prefetch\` setting caps it, so a consumer holds ${held} until its ack reaches the broker`,
+      );
+    }
     if (s.otherCores !== null && s.otherCores >= 0.25) {
       lines.push(`${"".padEnd(8)} other processes kept ${s.otherCores.toFixed(2)} cores busy meanwhile: the figures are not the machine's best`);
     }

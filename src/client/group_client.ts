@@ -356,9 +356,13 @@ export class GroupClient extends EventEmitter {
 
   #onFrame(connection: HostConnection, value: unknown[]): void {
     switch (value[0]) {
-      case OP.OK:
-        for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave");
+      case OP.OK: {
+        // A registration's OK says the prefetch granted: `[OK, [ref], role, {prefetch}]`.
+        const granted = (value[3] as { prefetch?: unknown } | undefined)?.prefetch;
+        const prefetch = typeof granted === "number" ? granted : null;
+        for (const ref of value[1] as number[]) this.#settle(connection, ref, null, value[2] === "slave", prefetch);
         return;
+      }
       case OP.ERROR: {
         const code = isErrorCode(value[2]) ? value[2] : "INTERNAL";
         const error = new KittenError(code, String(value[3]), value[4]);
@@ -387,8 +391,14 @@ export class GroupClient extends EventEmitter {
     }
   }
 
-  /** Answers a send, a request or a registration. */
-  #settle(connection: HostConnection, ref: number, error: KittenError | null, fromSlave: boolean): void {
+  /** Answers a send, a request or a registration (`prefetch`: what the broker granted it). */
+  #settle(
+    connection: HostConnection,
+    ref: number,
+    error: KittenError | null,
+    fromSlave: boolean,
+    prefetch: number | null = null,
+  ): void {
     const send = this.#sends.get(ref);
     if (send) return this.#settleSend(connection, send, error, fromSlave);
     const request = this.#requests.get(ref);
@@ -401,7 +411,7 @@ export class GroupClient extends EventEmitter {
     if (!entry) return;
     this.#registrations.delete(ref);
     if (error && this.#hooks.refused?.(entry.subscription, error)) return;
-    entry.subscription.settle(error);
+    entry.subscription.settle(error, prefetch);
   }
 
   /**

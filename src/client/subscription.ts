@@ -58,6 +58,7 @@ export class Subscription {
   readonly invalid: KittenError | null = null;
   #settleReady!: (error: KittenError | null) => void;
   #closed = false;
+  #prefetch: number | null = null;
 
   constructor(
     readonly sub: number,
@@ -88,13 +89,23 @@ export class Subscription {
     return this.#closed;
   }
 
+  /**
+   * The unacked deliveries the broker lets this handler hold: the `prefetch` asked, capped by the
+   * channel's setting (the broker's `prefetch`, 1 by default, or `listenerPrefetch`). Set once a
+   * broker accepted the registration (the latest one's answer); null before.
+   */
+  get prefetch(): number | null {
+    return this.#prefetch;
+  }
+
   /** The registration operation for one broker. */
   registration(ref: number): unknown[] {
     return [this.kind === "listen" ? OP.LISTEN : OP.CONSUME, ref, this.sub, this.endpoint, this.version, [...this.ids], this.options.prefetch ?? null];
   }
 
   /** The broker answered the registration. A refusal reaches the handler as `(err, …)`. */
-  settle(error: KittenError | null): void {
+  settle(error: KittenError | null, prefetch: number | null = null): void {
+    if (prefetch !== null) this.#prefetch = prefetch;
     this.#settleReady(error);
     if (error) this.fail(error);
   }

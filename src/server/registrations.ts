@@ -41,8 +41,9 @@ export class Registrations {
   constructor(readonly broker: Broker, readonly peer: Peer) {}
 
   /**
-   * Registers a listen or consume; returns a promise when its queue is being placed on a group
-   * (queue map): the registration is made once that settles, or refused (NOT_OWNER).
+   * Registers a listen or consume and returns the prefetch it is granted (the one asked, capped by
+   * the channel's); a promise of it when its queue is being placed on a group (queue map): the
+   * registration is made once that settles, or refused (NOT_OWNER).
    */
   subscribe(
     kind: HandlerKind,
@@ -51,7 +52,7 @@ export class Registrations {
     version: string,
     listed: readonly string[],
     prefetch: number | null,
-  ): Promise<void> | undefined {
+  ): number | Promise<number> {
     const ids = [...new Set(listed)]; // an id listed twice is one registration (and one exclusive claim)
     checkChannelParts(endpoint, version, ids, kind === "listen" ? "Cannot listen to" : "Cannot consume");
     if (this.#bySub.has(sub)) {
@@ -65,6 +66,7 @@ export class Registrations {
     const queue = this.broker.queue(queueName(endpoint, version));
     const handler = subscribeHandler(queue, this.peer, kind, sub, ids, prefetch);
     this.#bySub.set(sub, { handler, queue, claims });
+    return handler.prefetch;
   }
 
   /** Adds ids to a registration (read rules checked, exclusive ids claimed) or removes some. */

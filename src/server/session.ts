@@ -271,9 +271,14 @@ export class Session implements Peer {
 
   #handleSubscribe(value: unknown[], kind: "listen" | "consume"): void {
     const [, ref, sub, endpoint, version, listed, prefetch] = checkSubscribe(value);
-    const placing = this.#registrations.subscribe(kind, sub, endpoint, version, listed, prefetch);
-    if (placing === undefined) return this.#confirm(ref);
-    this.#afterwards(placing.then(() => this.#confirm(ref), (error) => this.#fail(ref, error)));
+    const granted = this.#registrations.subscribe(kind, sub, endpoint, version, listed, prefetch);
+    if (typeof granted === "number") return this.#registered(ref, granted);
+    this.#afterwards(granted.then((prefetch) => this.#registered(ref, prefetch), (error) => this.#fail(ref, error)));
+  }
+
+  /** A registration's OK, with the prefetch granted: a client that asked more learns why it gets less. */
+  #registered(ref: number, prefetch: number): void {
+    this.#push([OP.OK, [ref], this.#broker.isMaster ? null : "slave", { prefetch }]);
   }
 
   /** Where queues live (placing those used for the first time): only queues this client may use. */

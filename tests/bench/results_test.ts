@@ -72,6 +72,7 @@ function receiver(overrides: Partial<ReceiverResult>): ReceiverResult {
     latency: null,
     latencyWholeRun: null,
     cpu: { userMs: 0, systemMs: 0 },
+    prefetch: { asked: null, granted: null },
     ...overrides,
   };
 }

@@ -38,19 +38,22 @@ describe("kitten-mq bench", () => {
     expect(report.broker.hosts[0]).toMatch(/^127\.0\.0\.1:\d+@broker-1$/);
   }, 60_000);
 
-  it("bench --host measures a broker it did not start, and does not claim its CPU", async () => {
-    const broker = startTestBroker({ durability: "memory" });
+  it("bench --host measures a broker it did not start, does not claim its CPU, and says when the broker caps the consumer's prefetch", async () => {
+    const broker = startTestBroker({ durability: "memory" }); // prefetch 1, the default
     try {
       const result = await bench(["work", "--scenario", "latency", "--host", broker.host, "--count", "2000", "--json"]);
       expect(result.code).toBe(0);
       const report = JSON.parse(result.stdout) as BenchReport;
-      expectBenchReport(report, { count: 2000, listeners: 4, scenarios: ["work", "latency"], startedByBench: false });
+      expectBenchReport(report, { count: 2000, listeners: 4, scenarios: ["work", "latency"], startedByBench: false, grantedConsumer: 1 });
       expect(report.broker).toEqual({ hosts: [broker.host], startedByBench: false, durability: null, cpuMeasured: false });
       // The table says so instead of a number.
       const table = await bench(["work", "--host", broker.host, "--count", "2000"]);
       expect(table.code).toBe(0);
       expect(table.stdout).toMatch(/^cpu µs\/msg broker +not measured \(remote broker\)$/m);
       expect(table.stdout).toMatch(/^msg\/s, steady state +[\d,]+$/m);
+      expect(table.stdout).toContain(
+        "the broker granted each consumer a prefetch of 1 (asked 1,000): its `prefetch` setting caps it, so a consumer holds one delivery until its ack reaches the broker",
+      );
     } finally {
       await broker.stop();
     }

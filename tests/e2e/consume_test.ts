@@ -106,7 +106,10 @@ it("e2e: consume({prefetch}) bounds the unacked deliveries one handler holds", a
   const broker = cleanup.broker({ prefetch: 5, requeueInterval: 100 });
   const mq = await cleanup.client(broker);
   const got: Received[] = [];
-  await mq.consume("pf/v1/1", recorder(got, { ack: false }), { prefetch: 3 }).ready;
+  const subscription = mq.consume("pf/v1/1", recorder(got, { ack: false }), { prefetch: 3 });
+  expect(subscription.prefetch).toBeNull(); // not answered yet
+  await subscription.ready;
+  expect(subscription.prefetch).toBe(3); // granted as asked: under the channel's 5
   for (let i = 0; i < 6; i++) await mq.send("pf/v1/1", i);
   await waitFor(() => got.length === 3);
   const queue = broker.broker.queues.get("pf/v1")!;
@@ -119,11 +122,19 @@ it("e2e: consume({prefetch}) bounds the unacked deliveries one handler holds", a
   expect(queue.depth()).toMatchObject({ inflight: 3, ready: 2 });
 });
 
-it("e2e: consume prefetch above the channel limit is capped by the broker", async () => {
+it("e2e: consume prefetch above the channel limit is capped by the broker, and the subscription says so", async () => {
   const broker = cleanup.broker({ prefetch: 2, requeueInterval: 100 });
   const mq = await cleanup.client(broker);
   const got: Received[] = [];
-  await mq.consume("cap/v1/1", recorder(got, { ack: false }), { prefetch: 50 }).ready;
+  const capped = mq.consume("cap/v1/1", recorder(got, { ack: false }), { prefetch: 50 });
+  await capped.ready;
+  expect(capped.prefetch).toBe(2);
+  const unasked = mq.consume("cap/v1/2", recorder([], { ack: false }));
+  await unasked.ready;
+  expect(unasked.prefetch).toBe(2); // the channel's, when none is asked
+  const listener = mq.listen("cap/v1/3", () => {});
+  await listener.ready;
+  expect(listener.prefetch).toBe(1000); // listenerPrefetch's default
   for (let i = 0; i < 5; i++) await mq.send("cap/v1/1", i);
   await waitFor(() => got.length === 2);
   expect(broker.broker.queues.get("cap/v1")!.depth()).toMatchObject({ inflight: 2, ready: 3 });

@@ -13,6 +13,9 @@ export interface Expected {
   scenarios: ScenarioName[];
   /** A broker bench started (its CPU measured), or one the test runs (not measured). */
   startedByBench: boolean;
+  /** The prefetch the broker grants consumers and listeners (its `prefetch`, `listenerPrefetch`), when not 1,000. */
+  grantedConsumer?: number;
+  grantedListener?: number;
 }
 
 /** The report's shape, and every figure measured: rates > 0, percentiles in order, counts as sent. */
@@ -54,6 +57,9 @@ export function expectBenchReport(report: BenchReport, expected: Expected): void
       expect(s.otherCores).toBeNull();
     }
     if (s.name === "latency") expect(s.rate.achieved).toBeGreaterThan(0);
+    // Consumers ask 1,000 and are told what the broker grants; listeners ask none.
+    if (s.name === "fanout") expect(s.prefetch).toEqual({ asked: null, granted: expected.grantedListener ?? 1000 });
+    else expect(s.prefetch).toEqual({ asked: 1000, granted: expected.grantedConsumer ?? 1000 });
   }
 }
 

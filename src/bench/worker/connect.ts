@@ -58,9 +58,18 @@ export interface BenchClient {
     channel: string,
     handler: (error: { code: string; message: string } | null, message: unknown, ack: () => void) => void,
     options: { prefetch: number },
-  ): { ready: Promise<unknown> };
-  listen(channel: string, handler: (error: { code: string; message: string } | null, message: unknown) => void): { ready: Promise<unknown> };
+  ): BenchSubscription;
+  listen(
+    channel: string,
+    handler: (error: { code: string; message: string } | null, message: unknown) => void,
+  ): BenchSubscription;
   disconnect(): Promise<unknown>;
+}
+
+export interface BenchSubscription {
+  ready: Promise<unknown>;
+  /** The prefetch the server granted, once ready (Kitten-MQ says it; a peer's client may not). */
+  readonly prefetch?: number | null;
 }
 
 /** Opens a worker's client: `connect` below for Kitten-MQ. */

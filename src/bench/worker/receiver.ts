@@ -4,7 +4,14 @@
  * unique messages by `seq` until it has `count`, and takes every one's publish → deliver latency
  * on the shared clock.
  */
-import { channelsOf, connect, type Connector, type WorkerIo, type WorkerOptions } from "./connect.ts";
+import {
+  type BenchSubscription,
+  channelsOf,
+  connect,
+  type Connector,
+  type WorkerIo,
+  type WorkerOptions,
+} from "./connect.ts";
 import type { Payload } from "./payload.ts";
 import { cpu, now, percentiles } from "./stats.ts";
 
@@ -23,6 +30,9 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
   let done!: () => void;
   const all = new Promise<void>((resolve) => (done = resolve));
 
+  const channels = channelsOf(options);
+  const asked = kind === "consume" ? options.prefetch ?? 1000 : null;
+  let subscriptions: BenchSubscription[] = [];
   const summary = () => ({
     role: kind === "consume" ? "consumer" : "listener",
     clientId: options.clientId,
@@ -37,6 +47,7 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
     latency: percentiles(latency, seen, skip, count),
     latencyWholeRun: skip > 0 ? percentiles(latency, seen, 0, count) : null,
     cpu: cpu(),
+    prefetch: { asked, granted: granted(subscriptions) },
   });
   io.partial = summary;
 
@@ -71,15 +82,14 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
     io.warn(`${error.code}: ${error.message}`);
   };
 
-  const channels = channelsOf(options);
   const mq = await open(options, io);
-  const subscriptions = channels.map((channel) =>
+  subscriptions = channels.map((channel) =>
     kind === "consume"
       ? mq.consume(channel, (error, message, ack) => {
         if (error) return onError(error);
         ack();
         onMessage(message);
-      }, { prefetch: options.prefetch ?? 1000 })
+      }, { prefetch: asked! })
       : mq.listen(channel, (error, message) => {
         if (error) return onError(error);
         onMessage(message);
@@ -89,6 +99,12 @@ export async function receive(kind: "consume" | "listen", options: WorkerOptions
   // The CPU used so far (start-up, connect) is left out of the run's: the parent subtracts it.
   io.emit("ready", { cpu: cpu() });
   await all;
+}
+
+/** The smallest prefetch the broker granted the subscriptions (null: none said). */
+function granted(subscriptions: readonly BenchSubscription[]): number | null {
+  const known = subscriptions.map((subscription) => subscription.prefetch ?? null).filter((value) => value !== null);
+  return known.length === 0 ? null : Math.min(...known);
 }
 
 /** Messages received with `seq >= skip` (those after the warm-up). */
