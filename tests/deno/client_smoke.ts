@@ -63,8 +63,9 @@ it("deno: connect, send, consume and ack against a broker subprocess", async () 
     await mq.connect({ hosts: [broker.host], clientId: "deno-smoke", keysDirectory: broker.keys });
     const received: unknown[] = [];
     let redelivered = -1;
+    let subscription: ReturnType<typeof mq.consume> | undefined;
     const finished = new Promise<void>((resolve) => {
-      mq.consume("deno/v1/*", (err, message, done, info) => {
+      subscription = mq.consume("deno/v1/*", (err, message, done, info) => {
         assert.equal(err, null);
         if (info!.nbRequeues === 0 && (message as { n: number }).n === 1) return done(false); // requeue once
         if ((message as { n: number }).n === 1) redelivered = info!.nbRequeues;
@@ -73,6 +74,8 @@ it("deno: connect, send, consume and ack against a broker subprocess", async () 
         if (received.length === 2) resolve();
       });
     });
+    await subscription!.ready;
+    assert.equal(subscription!.prefetch, 1); // the broker's default prefetch
     await mq.send("deno/v1/a", { n: 1 });
     await mq.send("deno/v1/b", { n: 2 });
     await finished;

@@ -32,11 +32,13 @@ test("node: connect creates the key pair on first use; send, consume and ack", a
   assert.match(readFileSync(join(keys, "client.pub"), "utf8"), /^-----BEGIN PUBLIC KEY-----/);
 
   const received = [];
-  await mq.consume("orders/v1/*", (err, message, done, info) => {
+  const subscription = mq.consume("orders/v1/*", (err, message, done, info) => {
     assert.equal(err, null);
     received.push({ message, id: info.channel.id, nbRequeues: info.nbRequeues });
     done();
-  }).ready;
+  }, { prefetch: 50 });
+  await subscription.ready;
+  assert.equal(subscription.prefetch, 1); // asked 50: the broker's default prefetch caps it
   await mq.send("orders/v1/42", { total: 12.5 });
   await waitFor(() => received.length === 1);
   assert.deepEqual(received, [{ message: { total: 12.5 }, id: "42", nbRequeues: 0 }]);
