@@ -26,7 +26,7 @@ import { parseArgs } from "node:util";
 import type { Plan as RunPlan } from "../src/bench/run.ts";
 import { runPlan } from "../src/bench/run.ts";
 import { type RunResult, warmupOf } from "../src/bench/results.ts";
-import { bodyFor, PREFETCH } from "../src/bench/scenarios.ts";
+import { bodyFor, DEFAULTS } from "../src/bench/scenarios.ts";
 import type { BenchBroker } from "../src/bench/broker.ts";
 import { hasNatsServer, hostsOf, natsServerVersion, startJetStream, stopJetStream } from "./bench/jetstream_servers.ts";
 import { hasRedisServer, redisServerVersion, startRedis, stopRedis } from "./bench/redis_server.ts";
@@ -72,7 +72,7 @@ const body = bodyFor(SIZE, COUNT);
 const plan = (run: number, channel: string): RunPlan => ({
   receivers: [{
     role: "consumer",
-    options: { channel, clientId: `peers-consumer-${run}`, count: COUNT, skip: warmupOf(COUNT), prefetch: PREFETCH },
+    options: { channel, clientId: `peers-consumer-${run}`, count: COUNT, skip: warmupOf(COUNT), prefetch: DEFAULTS.prefetch },
   }],
   publisher: {
     role: "publisher",
@@ -151,7 +151,7 @@ if (runnable.length === 0) process.exit(2);
 
 console.log(
   `Kitten-MQ against its peers: ${RUNS} run(s) of each, alternately; ${fmt(COUNT)} messages of ${body.bytes} bytes ` +
-    `(the first ${fmt(warmupOf(COUNT))} warm-up), window ${WINDOW}, prefetch ${PREFETCH}; bun ${Bun.version}, ${navigator.hardwareConcurrency} cores`,
+    `(the first ${fmt(warmupOf(COUNT))} warm-up), window ${WINDOW}, prefetch ${DEFAULTS.prefetch}; bun ${Bun.version}, ${navigator.hardwareConcurrency} cores`,
 );
 const report: Record<string, unknown> = { settings: { runs: RUNS, count: COUNT, window: WINDOW, bodyBytes: body.bytes } };
 let failures = 0;

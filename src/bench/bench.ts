@@ -101,6 +101,7 @@ export async function runBench(options: BenchOptions, hooks: BenchHooks): Promis
         count: options.count,
         size: options.size,
         window: options.window,
+        prefetch: options.prefetch,
         listeners: options.listeners,
         rate: options.rate,
         channel: options.channel,

@@ -20,18 +20,18 @@ export interface Settings {
   /** Body bytes (CBOR). */
   size: number;
   window: number;
+  /** Unacked deliveries each consumer asks for (consume's prefetch); the broker caps it at its channel's. */
+  prefetch: number;
   listeners: number;
   rate: number;
   /** `endpoint/version`: each scenario sends to `<channel>/<scenario>-<run id>`. */
   channel: string;
 }
 
-export const DEFAULTS = { size: 128, window: 1000, listeners: 4, rate: 5000, channel: "bench/v1" } as const;
+export const DEFAULTS = { size: 128, window: 1000, prefetch: 1000, listeners: 4, rate: 5000, channel: "bench/v1" } as const;
 /** The latency scenario's default: 5 s at its rate. */
 export const LATENCY_SECONDS = 5;
 export const DEFAULT_COUNTS = { work: 100_000, fanout: 100_000 } as const;
-/** Unacked deliveries a consumer holds (consume's prefetch). */
-export const PREFETCH = 1000;
 
 export interface Scenario {
   name: ScenarioName;
@@ -72,7 +72,7 @@ export function scenario(name: ScenarioName, settings: Settings, runId: string):
   const channel = `${settings.channel}/${name}-${runId}`;
   const id = (role: string) => `kitten-mq-bench-${runId}-${role}`;
   const { pad, bytes: bodyBytes } = bodyFor(settings.size, count);
-  const consumer = { role: "consumer" as const, options: { channel, clientId: id("consumer"), count, skip: warmup, prefetch: PREFETCH } };
+  const consumer = { role: "consumer" as const, options: { channel, clientId: id("consumer"), count, skip: warmup, prefetch: settings.prefetch } };
   const sendingMs = (rate: number) => Math.ceil((count / rate) * 1000);
   if (name === "latency") {
     const rate = settings.rate;

@@ -37,6 +37,7 @@ export interface CliArgs {
   count: string | undefined;
   size: string | undefined;
   window: string | undefined;
+  prefetch: string | undefined;
   listeners: string | undefined;
   rate: string | undefined;
   durability: string | undefined;
@@ -78,6 +79,7 @@ export const OPTIONS: Record<string, OptionSpec> = {
   count: { value: "N" },
   size: { value: "BYTES" },
   window: { value: "N" },
+  prefetch: { value: "N" },
   listeners: { value: "N" },
   rate: { value: "MSG/S" },
   durability: { value: "memory|fsync" },
@@ -155,6 +157,7 @@ export function parseCli(argv: string[]): CliArgs {
     count: text("count"),
     size: text("size"),
     window: text("window"),
+    prefetch: text("prefetch"),
     listeners: text("listeners"),
     rate: text("rate"),
     durability: text("durability"),

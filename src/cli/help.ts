@@ -108,6 +108,7 @@ export const COMMAND_HELP: Record<string, CommandHelp> = {
       "--count N           messages per scenario (work, fanout: 100,000; latency: 5 s at --rate)",
       "--size BYTES        body size in CBOR bytes (128)",
       "--window N          unconfirmed sends at most, work and fanout (1000)",
+      "--prefetch N        unacked deliveries each consumer asks for, work and latency (1000; a broker caps it at its prefetch)",
       "--listeners N       fanout's listening clients (4)",
       "--rate MSG/S        latency's send rate (5000)",
       "--durability MODE   memory or fsync: the broker bench starts (memory); not with --host",

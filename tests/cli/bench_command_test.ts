@@ -54,6 +54,12 @@ describe("kitten-mq bench", () => {
       expect(table.stdout).toContain(
         "the broker granted each consumer a prefetch of 1 (asked 1,000): its `prefetch` setting caps it, so a consumer holds one delivery until its ack reaches the broker",
       );
+      // Asking no more than the broker grants: nothing to say.
+      const asked = await bench(["work", "--host", broker.host, "--count", "2000", "--prefetch", "1", "--json"]);
+      expect(asked.code).toBe(0);
+      const askedReport = JSON.parse(asked.stdout) as BenchReport;
+      expect(askedReport.settings.prefetch).toBe(1);
+      expect(askedReport.scenarios[0]!.prefetch).toEqual({ asked: 1, granted: 1 });
     } finally {
       await broker.stop();
     }
@@ -92,6 +98,7 @@ describe("kitten-mq bench", () => {
     const cases: [string[], string][] = [
       [["--count", "5"], `--count must be a whole number from 10 to 100,000,000: current value is "5"`],
       [["--size", "many"], `--size must be a whole number from 28 to 1,000,000: current value is "many"`],
+      [["--prefetch", "0"], `--prefetch must be a whole number from 1 to 65,535: current value is "0"`],
       [["--durability", "disk"], `--durability must be "memory" or "fsync": current value is "disk"`],
       [["--host", "127.0.0.1:1", "--durability", "fsync"], "--durability applies to the broker bench starts: with --host, the brokers' own config decides"],
       [["--host", "localhost"], `--host "localhost" must look like HOST:PORT[@SERVICE_ID#TOKEN], with a port from 1 to 65535`],

@@ -23,7 +23,7 @@ export function expectBenchReport(report: BenchReport, expected: Expected): void
   expect(report.broker.startedByBench).toBe(expected.startedByBench);
   expect(report.broker.cpuMeasured).toBe(expected.startedByBench);
   expect(report.broker.hosts.length).toBeGreaterThan(0);
-  expect(report.settings).toMatchObject({ count: expected.count, listeners: expected.listeners, size: 128, warmupShare: 0.25 });
+  expect(report.settings).toMatchObject({ count: expected.count, listeners: expected.listeners, size: 128, prefetch: 1000, warmupShare: 0.25 });
   expect(report.scenarios.map((s) => s.name)).toEqual(expected.scenarios);
   for (const s of report.scenarios) {
     const receivers = s.name === "fanout" ? expected.listeners : 1;

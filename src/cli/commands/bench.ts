@@ -83,6 +83,7 @@ export function benchOptions(args: CliArgs): BenchOptions {
     count: args.count === undefined ? null : whole("count", args.count, 0, 10, 100_000_000),
     size,
     window: whole("window", args.window, DEFAULTS.window, 1, 1_000_000),
+    prefetch: whole("prefetch", args.prefetch, DEFAULTS.prefetch, 1, 65_535),
     listeners: whole("listeners", args.listeners, DEFAULTS.listeners, 1, 64),
     rate: whole("rate", args.rate, DEFAULTS.rate, 1, 1_000_000),
     channel,
