@@ -92,7 +92,8 @@ export class Subscription {
   /**
    * The unacked deliveries the broker lets this handler hold: the `prefetch` asked, capped by the
    * channel's setting (the broker's `prefetch`, 1 by default, or `listenerPrefetch`). Set once a
-   * broker accepted the registration (the latest one's answer); null before.
+   * broker accepted the registration (the latest one's answer); null before, or when the brokers
+   * do not say (older than this client).
    */
   get prefetch(): number | null {
     return this.#prefetch;
