@@ -35,6 +35,7 @@ it("cluster: steady state — only the master delivers; the slaves' depth follow
   const got: Received[] = [];
   const sub = consumer.consume("steady/v1/*", recorder(got, { ack: false }), { prefetch: 100 });
   await sub.ready;
+  expect(sub.prefetch).toBe(100); // every broker grants it, a slave's OK (role "slave") as a master's
   await Promise.all(range(0, 20).map((n) => publisher.send("steady/v1/x", { n })));
   await waitFor(() => got.length === 20);
   // Every broker keeps the 20 messages; only the master delivered them.
