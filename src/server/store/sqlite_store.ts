@@ -2,9 +2,10 @@
  * The durable store: a journal (journal.ts) in front of one bun:sqlite database in WAL mode
  * (format in record.ts), under the data directory.
  *
- * Group commit: `append` and `remove` only record what to do, and one commit per event-loop turn
- * writes everything gathered since the last one as one frame of the journal, so one fsync serves
- * every message that arrived meanwhile, and most are acked before they ever cost a database row.
+ * Group commit (group_commit.ts): `append` and `remove` only record what to do, and one commit
+ * per event-loop turn writes everything gathered since the last one as one frame of the journal,
+ * so one fsync serves every message that arrived meanwhile, and most are acked before they ever
+ * cost a database row.
  * A commit writes the database instead ("settles", taking the journal's unacked messages along)
  * when a read needs them there, a count or a delay is due, the journal holds too many, or the
  * store is failing: synchronously, about 1.2 µs per row plus 1 ms for COMMIT (scripts/store_probe.ts).
@@ -27,16 +28,16 @@
  * The database is opened with `locking_mode=EXCLUSIVE`: a second broker on the same directory is
  * refused instead of corrupting the first one's queues (and no `-shm` file is needed).
  */
-import type { Database, Statement } from "bun:sqlite";
+import type { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { KittenError } from "../../protocol/errors.ts";
 import { STORE_VERSION } from "../../version.ts";
 import { Logger } from "../log.ts";
-import { CommitSync, countCommit, describe, describeStats, isDiskFull, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
-import { CommitTimer } from "./commit_timer.ts";
+import { CommitSync, describe, describeStats, newStats, openDatabase, type SqliteStoreOptions, type SqliteStoreStats } from "./database.ts";
 import { DeliveryCounts } from "./delivery_counts.ts";
 import { type MetaValue, STORE_FILE } from "./record.ts";
-import { type Journal, JOURNAL_THROUGH, openJournal } from "./journal.ts";
+import { GroupCommit } from "./group_commit.ts";
+import { type Journal, openJournal } from "./journal.ts";
 import { freeBytes } from "./disk_floor.ts";
 import { MetaValues } from "./meta_values.ts";
 import { StoreHealth } from "./health.ts";
@@ -44,24 +45,16 @@ import { HeldIds } from "./held_ids.ts";
 import { PendingAppends } from "./pending_appends.ts";
 import { PendingDelays } from "./pending_delays.ts";
 import { PendingRemoves } from "./pending_removes.ts";
-import { type RowChanges, RowWrites } from "./row_writes.ts";
+import { RowWrites } from "./row_writes.ts";
 import type { DurableMode, PagingStore, QueueUsage, StoredMessage } from "./store.ts";
 import { QueueRows } from "./queue_rows.ts";
 import { StoreSpace } from "./space.ts";
-import { UsageDelta } from "./usage.ts";
 
 export type { DurableMode } from "./store.ts";
 export { DELIVERY_COUNT_DELAY_MS } from "./delivery_counts.ts";
 export { type SqliteStoreOptions, type SqliteStoreStats, WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT } from "./database.ts";
+export { MAX_DELETES_PER_COMMIT } from "./group_commit.ts";
 
-/**
- * Deletes cost 2–3 µs each: acks of a large backlog at once are split into several commits, so
- * that none blocks the event loop for long. Count UPDATEs share the bound (deletes go first).
- */
-export const MAX_DELETES_PER_COMMIT = 10_000;
-
-/** A commit whose appends went to the journal inserts none. */
-const NO_APPENDS: Map<number, StoredMessage> = new Map();
 
 export class SqliteStore implements PagingStore {
   readonly directory: string;
@@ -71,11 +64,8 @@ export class SqliteStore implements PagingStore {
   readonly #db: Database;
   readonly #log: Logger;
   readonly #commitIntervalMs: number;
-  readonly #retryIntervalMs: number;
   /** Whether writes succeed, and why not (health.ts). */
   readonly #health: StoreHealth;
-  readonly #beforeCommit: (() => void) | undefined;
-  readonly #onCommit: ((elapsedMs: number) => void) | undefined;
   readonly #writes: RowWrites;
   /** Reads and usage by queue (queue_rows.ts). */
   readonly #rows: QueueRows;
@@ -83,9 +73,6 @@ export class SqliteStore implements PagingStore {
   readonly #space: StoreSpace;
   /** Confirmed messages not in the database yet (journal.ts). */
   readonly #journal: Journal;
-  /** A read needs every message in the database (`#settleAsked`); no journal at all (options.journal). */
-  #settleAsked = false;
-  readonly #journaling: boolean;
   #nextSeq: number;
   /** Appends not yet committed, and the promise of their batch (pending_appends.ts). */
   readonly #pending: PendingAppends;
@@ -97,10 +84,8 @@ export class SqliteStore implements PagingStore {
   /** The meta table's values, and those for the next commit; whether the next commit is fsynced. */
   readonly #meta: MetaValues;
   readonly #sync: CommitSync;
-  /** Set while `#flushAll` commits everything: delivery counts not due yet too. */
-  #forceCounts = false;
-  /** When the next commit runs. */
-  readonly #next: CommitTimer;
+  /** The commits, and when the next one runs (group_commit.ts). */
+  readonly #commit: GroupCommit;
   #closed = false;
 
   constructor(options: SqliteStoreOptions) {
@@ -110,15 +95,11 @@ export class SqliteStore implements PagingStore {
     this.path = join(this.directory, STORE_FILE);
     this.#log = options.logger ?? new Logger();
     this.#commitIntervalMs = options.commitIntervalMs ?? 5;
-    this.#retryIntervalMs = options.retryIntervalMs ?? 100;
-    this.#beforeCommit = options.beforeCommit;
-    this.#journaling = options.journal ?? true;
+    const retryIntervalMs = options.retryIntervalMs ?? 100;
     this.#counts = new DeliveryCounts(options.deliveryCountDelayMs ?? 0);
-    this.#onCommit = options.onCommit;
-    this.#next = new CommitTimer(this.#flush);
     const opened = openDatabase(this.directory, this.path, this.#log, options.indexById ?? true);
     const db = opened.db;
-    this.#health = new StoreHealth(this.directory, this.#log, opened, this.#retryIntervalMs);
+    this.#health = new StoreHealth(this.directory, this.#log, opened, retryIntervalMs);
     this.#db = db;
     this.#sync = new CommitSync(db);
     this.#writes = new RowWrites(db, this.#sync);
@@ -129,6 +110,29 @@ export class SqliteStore implements PagingStore {
     this.#nextSeq = Math.max(opened.nextSeq, this.#journal.nextSeq);
     const beforeWrite = () => this.#sync.set(false);
     this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree });
+    const parts = {
+      journal: this.#journal,
+      pending: this.#pending,
+      removes: this.#removes,
+      counts: this.#counts,
+      delays: this.#delays,
+      meta: this.#meta,
+      writes: this.#writes,
+      rows: this.#rows,
+      health: this.#health,
+      space: this.#space,
+      stats: this.stats,
+    };
+    this.#commit = new GroupCommit(parts, {
+      journaling: options.journal ?? true,
+      commitIntervalMs: this.#commitIntervalMs,
+      retryIntervalMs,
+      beforeCommit: options.beforeCommit,
+      onCommit: options.onCommit,
+      lastSeq: () => this.#nextSeq - 1,
+      closed: () => this.#closed,
+      pending: () => this.pending,
+    });
     this.#log.info("store", `directory=${this.directory};mode=${this.mode};version=${STORE_VERSION};store opened`);
   }
 
@@ -158,8 +162,8 @@ export class SqliteStore implements PagingStore {
     const seq = this.#nextSeq++;
     message.position = seq;
     const batch = this.#pending.add(seq, message, mode);
-    if (batch === undefined) this.#next.within(this.#commitIntervalMs);
-    else this.#next.soon();
+    if (batch === undefined) this.#commit.timer.within(this.#commitIntervalMs);
+    else this.#commit.timer.soon();
     return batch;
   }
 
@@ -175,11 +179,11 @@ export class SqliteStore implements PagingStore {
       return;
     }
     if (this.#journal.remove(seq, message)) {
-      this.#next.within(this.#commitIntervalMs);
+      this.#commit.timer.within(this.#commitIntervalMs);
       return;
     }
     this.#removes.add(seq, message);
-    this.#next.within(this.#commitIntervalMs);
+    this.#commit.timer.within(this.#commitIntervalMs);
   }
 
   /**
@@ -190,7 +194,7 @@ export class SqliteStore implements PagingStore {
   noteDelivery(message: StoredMessage, deliveries: number): void {
     if (this.#closed) return;
     // The first count since the last commit asks for one soon: it stamps when they were noted.
-    if (this.#counts.note(message, deliveries)) this.#next.within(this.#commitIntervalMs);
+    if (this.#counts.note(message, deliveries)) this.#commit.timer.within(this.#commitIntervalMs);
   }
 
   /**
@@ -202,7 +206,7 @@ export class SqliteStore implements PagingStore {
     if (this.#closed || message.position === undefined) return;
     this.#delays.note(message, notBefore);
     if (deliveries > 0) this.#counts.dueNow(message, deliveries);
-    this.#next.within(this.#commitIntervalMs);
+    this.#commit.timer.within(this.#commitIntervalMs);
   }
 
   /** Every message not removed, in arrival order. Commits what is pending first. */
@@ -221,7 +225,7 @@ export class SqliteStore implements PagingStore {
   /** Every message not removed, in arrival order, read lazily. Commits what is pending first. */
   *scan(): IterableIterator<StoredMessage> {
     this.#open();
-    this.#settle(true);
+    this.#commit.settle(true);
     // Left only when the settle just failed: journaled positions follow every row's.
     const journaled = [...this.#journal.live()].map(([, message]) => message);
     const pending = [...this.#pending.messages.values()];
@@ -237,7 +241,7 @@ export class SqliteStore implements PagingStore {
   readQueue(queue: string, from: number, limit: number): StoredMessage[] {
     this.#open();
     // Journaled messages and batch-mode appends are confirmed already: they must be readable.
-    if (this.#pending.size > 0 || this.#journal.liveCount > 0) this.#settle(false);
+    if (this.#pending.size > 0 || this.#journal.liveCount > 0) this.#commit.settle(false);
     // A commit that failed leaves appends out: reading past them would skip confirmed messages.
     if (this.#pending.size > 0) throw this.#health.unavailable(this.#health.lastError);
     // A settle that failed (a full disk) leaves journaled messages, each after every row.
@@ -246,14 +250,14 @@ export class SqliteStore implements PagingStore {
 
   lastPosition(queue: string): number {
     this.#open();
-    if (this.#journal.liveCount > 0) this.#settle(false);
+    if (this.#journal.liveCount > 0) this.#commit.settle(false);
     // Left only when the settle failed: journaled positions are higher than every row's.
     return this.#journal.lastPosition(queue) ?? this.#rows.lastPosition(queue);
   }
 
   purgeFrom(queue: string, from: number, destination?: string): number {
     this.#open();
-    this.#settle(true); // pending and journaled rows are committed, so they are measured and deleted with the rest
+    this.#commit.settle(true); // pending and journaled rows are committed, so they are measured and deleted with the rest
     try {
       return this.#rows.purgeFrom(queue, from, destination);
     } catch (error) {
@@ -265,7 +269,7 @@ export class SqliteStore implements PagingStore {
   setMetaWithNextCommit(key: string, value: MetaValue): void {
     this.#open();
     this.#meta.setWithNextCommit(key, value);
-    this.#next.within(this.#commitIntervalMs);
+    this.#commit.timer.within(this.#commitIntervalMs);
   }
 
   usage = (): Map<string, QueueUsage> => this.#rows.usage.all();
@@ -306,9 +310,9 @@ export class SqliteStore implements PagingStore {
   /** Commits what is pending (its failure is reported like any commit's), then closes. Idempotent. */
   close(): void {
     if (this.#closed) return;
-    this.#settle(true); // a clean stop leaves the journal empty (one that fails keeps it, read at the next open)
+    this.#commit.settle(true); // a clean stop leaves the journal empty (one that fails keeps it, read at the next open)
     this.#closed = true;
-    this.#next.clear();
+    this.#commit.timer.clear();
     const lost = this.#pending.size;
     if (lost > 0) {
       this.#log.error("store", `directory=${this.directory};messages=${lost};confirmed messages not written at close`);
@@ -330,165 +334,6 @@ export class SqliteStore implements PagingStore {
     } catch (error) {
       this.#log.error("store", `directory=${this.directory};close failed: ${describe(error)}`);
     }
-  }
-
-  /** Commits until nothing is pending or a commit fails. */
-  #flushAll(): void {
-    this.#forceCounts = true;
-    try {
-      do this.#flush();
-      while (
-        this.#health.healthy &&
-        (this.#removes.size > 0 || this.#journal.pendingRemoves > 0 || this.#counts.due.size > 0 || this.#counts.hasRecent || this.#delays.size > 0 || this.#meta.pending > 0)
-      );
-    } finally {
-      this.#forceCounts = false;
-    }
-  }
-
-  /**
-   * One commit of everything pending. Synchronous; runs from a timer, an immediate, a read or
-   * close. The appends go to the journal, in one fsynced frame with the removes of journaled
-   * messages, unless this commit settles it; the database's transaction has the rest.
-   */
-  readonly #flush = (): void => {
-    this.#next.clear();
-    const counts = this.#counts;
-    counts.ripen(this.#forceCounts);
-    const journal = this.#journal;
-    let batch = this.#pending.takeBatch();
-    const pending = this.#pending.messages;
-    // A failing store writes the database only: a commit that succeeds there restores it.
-    const settle = !this.#journaling || !this.#health.healthy || this.#settleAsked || journal.full;
-    let appends = pending;
-    let through = this.#nextSeq - 1;
-    if (settle) {
-      if (journal.liveCount > 0) appends = new Map([...journal.live(), ...appends]); // journaled positions come first
-    } else {
-      if (appends.size > 0 || journal.pendingRemoves > 0) {
-        if (!this.#writeJournal(appends, batch)) return;
-        batch = null;
-      }
-      // Counts and delays are columns of a row: settled up to the last message with one due (journal.ts).
-      const due = journal.rowlessThrough(this.#delays.messages(), pending, journal.rowlessThrough(counts.due.keys(), pending));
-      const oldest = journal.toSettle(due);
-      appends = oldest?.messages ?? NO_APPENDS;
-      through = oldest?.through ?? 0;
-    }
-    const settling = appends !== pending && appends !== NO_APPENDS;
-    const journaled = settling ? appends.size - this.#pending.size : 0;
-    const removes = this.#removes;
-    const deletes = Math.min(removes.size, MAX_DELETES_PER_COMMIT);
-    // Delivery counts: an UPDATE for a stored row (deletes and updates share the per-commit bound),
-    // the INSERT for a pending append, nothing for a message the store no longer holds.
-    const written = counts.updatesFor(appends, MAX_DELETES_PER_COMMIT - deletes);
-    const updates = written.updates;
-    const updateCount = written.updated === null ? 0 : written.updated.length;
-    const delays = this.#delays.updatesFor(appends, Math.max(0, MAX_DELETES_PER_COMMIT - deletes - updateCount));
-    const delayCount = delays.updates === null ? 0 : delays.updates.length / 2;
-    const operations = appends.size + deletes + updateCount + delayCount + this.#meta.pending;
-    if (operations === 0) {
-      if (settle && journal.size > 0) journal.settled(); // every message in it was removed
-      batch?.resolve(); // Every append of it was cancelled.
-      this.#comeBackForCounts();
-      return;
-    }
-    const started = performance.now();
-    const table = new UsageDelta(); // the queue_usage rows
-    const memory = new UsageDelta(); // this.#rows.usage, which counts journaled messages already
-    for (const message of appends.values()) table.add(message, 1);
-    for (const message of this.#pending.messages.values()) memory.add(message, 1); // none left if journaled
-    for (let i = 0; i < deletes; i++) {
-      table.add(removes.messages[i]!, -1);
-      memory.add(removes.messages[i]!, -1);
-    }
-    const changes: RowChanges = {
-      appends,
-      deliveries: (message) => counts.forAppend(message),
-      notBefore: (message) => this.#delays.forAppend(message),
-      removes: removes.seqs,
-      deletes,
-      updates,
-      delays: delays.updates,
-      journalThrough: journaled > 0 ? { key: JOURNAL_THROUGH, seq: through } : null,
-    };
-    try {
-      this.#writes.transaction(changes, () => {
-        this.#rows.writeUsage(table);
-        this.#meta.writePending();
-        this.#beforeCommit?.();
-      });
-    } catch (error) {
-      this.#failed(error, batch);
-      return;
-    }
-    const elapsed = performance.now() - started;
-    countCommit(this.stats, elapsed, { inserted: appends.size, deleted: deletes, updates: updateCount + delayCount, operations });
-    this.#onCommit?.(elapsed);
-    if (settle && (journaled > 0 || journal.size > 0)) journal.settled();
-    else if (settling) journal.settledThrough(through);
-    if (journaled > 0) this.stats.settles++;
-    counts.committed(written, appends);
-    this.#delays.committed(delays);
-    if (settle) this.#pending.committed();
-    this.#meta.clear();
-    this.#rows.usage.apply(memory);
-    removes.committed(deletes);
-    if (removes.size > 0 || written.deferred || delays.deferred) this.#next.soon();
-    else this.#comeBackForCounts();
-    this.#health.writable();
-    batch?.resolve();
-  };
-
-  /**
-   * Writes the appends and the journal's pending removes as one journal frame (fsynced when there
-   * are appends): true when written, and then the appends are confirmed.
-   */
-  #writeJournal(appends: Map<number, StoredMessage>, batch: PromiseWithResolvers<void> | null): boolean {
-    try {
-      this.#beforeCommit?.();
-      const started = performance.now();
-      this.#journal.write(appends); // no count or delay is due: the commit would settle
-      if (appends.size > 0) this.#onCommit?.(performance.now() - started);
-    } catch (error) {
-      this.#failed(error, batch);
-      return false;
-    }
-    this.#pending.committed();
-    this.#health.writable();
-    batch?.resolve();
-    return true;
-  }
-
-  /**
-   * Moves every journaled message into the database (a read needs them there, or the store
-   * closes): one commit, or with `all` every commit until nothing is pending or one fails.
-   */
-  #settle(all: boolean): void {
-    this.#settleAsked = true;
-    try {
-      if (all) this.#flushAll();
-      else this.#flush();
-    } finally {
-      this.#settleAsked = false;
-    }
-  }
-
-  /** Delivery counts not due yet: a commit comes back when the oldest are (delivery_counts.ts). */
-  #comeBackForCounts(): void {
-    const dueInMs = this.#counts.nextDueInMs();
-    if (dueInMs !== null) this.#next.within(Math.max(this.#commitIntervalMs, dueInMs));
-  }
-
-  #failed(error: unknown, batch: PromiseWithResolvers<void> | null): void {
-    this.stats.failedCommits++;
-    if (isDiskFull(error)) this.#space.diskFull();
-    const failure = this.#health.failed(error);
-    // fsync appends are not confirmed yet: their senders are told, and the rows are forgotten.
-    // Batch appends were confirmed already: they stay pending and are retried.
-    this.stats.refused += this.#pending.failed();
-    batch?.reject(failure);
-    if (!this.#closed && this.pending > 0) this.#next.within(this.#retryIntervalMs);
   }
 
   /** A batch-mode append to a failing store with nothing to retry tries one small write (health.ts). */
