@@ -13,6 +13,10 @@
  * The window is bounded both ways: when a sender leaves more than `MAX_GAPS` counters unseen
  * (refused sends leave gaps), the oldest gaps are treated as seen; and at most `MAX_SENDERS`
  * prefixes and `MAX_OTHER_IDS` other ids are remembered.
+ *
+ * At start the broker seeds it with the ids its store held newest (`seed`): those are kept
+ * exactly, one counter each, since what lies between them (messages acked since, or sends
+ * refused) must not be taken for seen; a sender's new ids, above them, cost no lookup.
  */
 import { RecentMap } from "../protocol/recent.ts";
 
@@ -32,6 +36,9 @@ interface Sender {
   low: number;
   /** Counters > low seen out of order. */
   above: Set<number>;
+  /** Counters of this sender's ids given to `seed()`, and the highest of them (-1: none). */
+  seeded: Set<number> | null;
+  seededMax: number;
 }
 
 export class RecentIds {
@@ -47,8 +54,28 @@ export class RecentIds {
     if (counter < 0) return this.#others.has(id);
     const sender = this.#sender(id, dot, false);
     if (!sender) return false;
+    if (sender.seeded !== null && counter <= sender.seededMax && sender.seeded.has(counter)) return true;
     if (counter < sender.first) return this.#others.has(id);
     return counter <= sender.low || sender.above.has(counter);
+  }
+
+  /**
+   * Ids of messages stored before this start (the store's newest): a sender that resends one it
+   * was not told was confirmed (the broker was killed first) is recognized, though the message
+   * may be in the store only. Recognized exactly: nothing is inferred from their gaps.
+   */
+  seed(ids: Iterable<string>): void {
+    for (const id of ids) {
+      const dot = id.lastIndexOf(".");
+      const counter = counterOf(id, dot);
+      if (counter < 0) {
+        this.#others.set(id, true);
+        continue;
+      }
+      const sender = this.#sender(id, dot, true)!;
+      (sender.seeded ??= new Set()).add(counter);
+      if (counter > sender.seededMax) sender.seededMax = counter;
+    }
   }
 
   add(id: string): void {
@@ -83,7 +110,7 @@ export class RecentIds {
     let sender = this.#senders.get(prefix);
     if (!sender) {
       if (!create) return null;
-      sender = { first: 0, low: UNSET, above: new Set() };
+      sender = { first: 0, low: UNSET, above: new Set(), seeded: null, seededMax: -1 };
       this.#senders.set(prefix, sender); // past MAX_SENDERS, the oldest sender is forgotten
     }
     this.#lastPrefix = prefix;

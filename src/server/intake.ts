@@ -41,6 +41,11 @@ const NOT_YET: Promise<void> = Promise.resolve();
 
 /** Unlogged messages a slave remembers: the sends of a failover's moments, with room to spare. */
 const UNLOGGED = 100_000;
+/**
+ * The newest stored messages whose ids a start remembers as seen (resends after a crash): more
+ * than a sender keeps in flight, and read in a few milliseconds.
+ */
+const RECOGNIZED_AT_START = 32_768;
 /** Requeues a slave keeps for messages it holds in its store only (paged) until they are read back. */
 const PAGED_REQUEUES = 10_000;
 
@@ -300,6 +305,10 @@ export class Intake {
   recover(): void {
     const store = this.host.store;
     if (store === null) return;
+    // A queue that pages reads only its oldest messages back: the newest, whose senders may not
+    // have been told they were confirmed, are the ones they resend after a crash.
+    const newest = store.newestIds?.(RECOGNIZED_AT_START);
+    if (newest !== undefined) this.#recentIds.seed(newest);
     const pager = this.host.pager();
     const total = pager === null ? this.restore(store.load()) : pager.recover();
     if (total === 0) return;

@@ -44,22 +44,29 @@ export function sqliteStoreFixture(defaults: Partial<SqliteStoreOptions> = {}) {
 
   /** Like `snapshot`, the loaded messages. */
   function snapshotMessages(directory: string): StoredMessage[] {
-    const copy = temps.make();
+    const store = openCrashCopy(directory);
     try {
-      for (const name of [STORE_FILE, `${STORE_FILE}-wal`, ...JOURNAL_FILES]) {
-        const file = join(directory, name);
-        if (existsSync(file)) copyFileSync(file, join(copy, name));
-      }
-      const store = new SqliteStore({ directory: copy, logger: memoryLogger() });
-      const messages = store.load();
-      store.close();
-      return messages;
+      return store.load();
     } finally {
-      rmSync(copy, { recursive: true, force: true });
+      store.close();
+      rmSync(store.directory, { recursive: true, force: true });
     }
   }
 
-  return { temps, withStore, snapshot, snapshotMessages };
+  /**
+   * A store opened on a copy of the files of the store in `directory` (database and journal):
+   * what a start after a crash at this instant finds. The caller closes it.
+   */
+  function openCrashCopy(directory: string): SqliteStore {
+    const copy = temps.make();
+    for (const name of [STORE_FILE, `${STORE_FILE}-wal`, ...JOURNAL_FILES]) {
+      const file = join(directory, name);
+      if (existsSync(file)) copyFileSync(file, join(copy, name));
+    }
+    return new SqliteStore({ directory: copy, logger: memoryLogger() });
+  }
+
+  return { temps, withStore, snapshot, snapshotMessages, openCrashCopy };
 }
 
 /**

@@ -56,3 +56,35 @@ it("RecentIds keeps senders apart when ids alternate between them", () => {
   expect(ids.has("bob.2r")).toBe(false);
   expect(ids.has("bob.2q")).toBe(true); // 98
 });
+
+it("RecentIds.seed() recognises exactly the ids given, and infers nothing from their gaps", () => {
+  const ids = new RecentIds();
+  // Stored before a restart: counters 10, 12 and 40 of one sender (11 and 13–39 were acked since).
+  ids.seed(["s.a", "s.c", "s.14", "plain-id"]);
+  expect(ids.has("s.a")).toBe(true);
+  expect(ids.has("s.c")).toBe(true);
+  expect(ids.has("s.14")).toBe(true);
+  expect(ids.has("plain-id")).toBe(true);
+  expect(ids.has("s.b")).toBe(false);
+  expect(ids.has("s.13")).toBe(false);
+  expect(ids.has("s.9")).toBe(false);
+  // The sender's new sends start its watermark as usual; the seeded ids stay recognised below it.
+  ids.add("s.15");
+  ids.add("s.16");
+  expect(ids.has("s.16")).toBe(true);
+  expect(ids.has("s.17")).toBe(false);
+  expect(ids.has("s.a")).toBe(true);
+  expect(ids.has("s.b")).toBe(false);
+});
+
+it("RecentIds.seed() of a sender already seen adds to what it knows", () => {
+  const ids = new RecentIds();
+  ids.add("t.5");
+  ids.add("t.6");
+  ids.seed(["t.1", "t.3"]);
+  expect(ids.has("t.1")).toBe(true);
+  expect(ids.has("t.2")).toBe(false);
+  expect(ids.has("t.3")).toBe(true);
+  expect(ids.has("t.6")).toBe(true);
+  expect(ids.has("t.7")).toBe(false);
+});

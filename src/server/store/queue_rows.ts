@@ -60,6 +60,15 @@ export class QueueRows {
     return this.#lastOfQueue.get(queue)?.seq ?? 0;
   }
 
+  /** The ids of the `limit` newest rows, oldest first. */
+  newestIds(limit: number): string[] {
+    if (limit <= 0) return [];
+    const rows = this.db.query<unknown, [number]>(SQL.newestIds).values(limit) as [string][];
+    const ids: string[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) ids[rows.length - 1 - i] = rows[i]![0];
+    return ids;
+  }
+
   /** Every row in arrival order, read as iterated. */
   *scan(): IterableIterator<StoredMessage> {
     for (const row of this.db.query(SQL.selectAll).iterate()) yield decode(Object.values(row as Record<string, unknown>));

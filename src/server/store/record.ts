@@ -150,6 +150,8 @@ export const SQL = {
   addUsage:
     "INSERT INTO queue_usage (queue, messages, bytes) VALUES (?, ?, ?) ON CONFLICT (queue) DO UPDATE SET messages = messages + excluded.messages, bytes = bytes + excluded.bytes",
   maxSeq: "SELECT coalesce(max(seq), 0) AS seq FROM messages",
+  /** Parameter: limit. The ids of the newest rows, newest first (the primary key read backwards). */
+  newestIds: "SELECT id FROM messages ORDER BY seq DESC LIMIT ?",
   /** Parameter: queue. The position of its newest committed row (0: none), through messages_by_queue. */
   lastOfQueue: "SELECT coalesce(max(seq), 0) AS seq FROM messages WHERE queue = ?",
   /**

@@ -214,6 +214,16 @@ export class SqliteStore implements PagingStore {
     return [...this.scan()];
   }
 
+  /** The ids of the `limit` newest messages stored (the journal's, then the database's), oldest first. */
+  newestIds(limit: number): string[] {
+    this.#open();
+    const journaled: string[] = [];
+    for (const [, message] of this.#journal.live()) journaled.push(message.id);
+    if (journaled.length >= limit) return journaled.slice(journaled.length - limit);
+    // Every journaled position is above every row's.
+    return [...this.#rows.newestIds(limit - journaled.length), ...journaled];
+  }
+
   /**
    * True when a committed message with this id is stored and not being removed (a slave's check
    * for paged messages: a row whose delete is pending is as good as gone).

@@ -70,6 +70,11 @@ export interface Store {
   noteDelay(message: StoredMessage, notBefore: number, deliveries?: number): void;
   /** Every message not yet removed, in arrival order (recovery at start), with `deliveries`, `deadLetter` and `notBefore` set. */
   load(): StoredMessage[];
+  /**
+   * The ids of the `limit` newest messages stored, oldest first: read at start, so that the broker
+   * recognizes a resend of one whose confirmation a crash kept from its sender.
+   */
+  newestIds?(limit: number): string[];
   /** A small durable value (`epoch`), or null. */
   meta(key: string): string | number | null;
   /** Writes a small value, on disk when this returns (and a value waiting for the next commit under that key is dropped). */
