@@ -141,6 +141,7 @@ export class Broker {
       nextSeq: () => this.#intake.seq,
       whereIs: (id) => this.#intake.whereIs(id),
       requeuedMirrored: (id, deliveries, at) => this.#intake.requeuedMirrored(id, deliveries, at),
+      forgetAcceptedIds: () => this.#intake.forgetAcceptedIds(),
       // Paged messages the master removed: read on past the budget to reach them (Pager.starving()).
       removalsWaiting: () => {
         for (const queue of this.queues.values()) if (queue.backlog.count > 0) this.#pager?.starving(queue);

@@ -59,6 +59,14 @@ export class RecentIds {
     return counter <= sender.low || sender.above.has(counter);
   }
 
+  /** Forgets every id: none is taken for seen any more. */
+  clear(): void {
+    this.#senders.clear();
+    this.#others.clear();
+    this.#lastPrefix = "";
+    this.#lastSender = null;
+  }
+
   /**
    * Ids of messages stored before this start (the store's newest): a sender that resends one it
    * was not told was confirmed (the broker was killed first) is recognized, though the message

@@ -177,6 +177,16 @@ export class Intake {
     return this.commitOf(messageId) ?? false;
   }
 
+  /**
+   * Messages accepted here were dropped because the master does not hold them (a snapshot left
+   * them out, or this slave's log went back): the ids accepted so far, seeded at start included,
+   * no longer prove a message is held, so a resend of any is stored again. Sends of the moments
+   * before may then be stored twice (duplicates); none is confirmed without being held.
+   */
+  forgetAcceptedIds(): void {
+    this.#recentIds.clear();
+  }
+
   /** A message being stored (its commit runs), by id, or null. */
   storingMessage(messageId: string): Message | null {
     return this.#storing.get(messageId)?.[1] ?? null;

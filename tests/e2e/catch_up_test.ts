@@ -104,7 +104,7 @@ it("catch-up: a master gone in the middle of a slave's catch-up — the slave ca
   expect(b2!.broker.diskUsage("gone/v1").messages).toBe(40_000);
 }, 60_000);
 
-it("catch-up: a slave ahead of a newly promoted master goes back to where their logs part and drops what that master never had", async () => {
+it("catch-up: a slave ahead of a newly promoted master goes back to where their logs part, drops what that master never had, and stores a resend of it again", async () => {
   const [b0, b1, b2] = await peers.cluster(3);
   for (const peer of [b0, b1, b2]) peer!.start();
   await waitFor(() => inSyncWith(b0!, "b1") && inSyncWith(b0!, "b2"), 10_000, "both slaves in sync");
@@ -115,6 +115,8 @@ it("catch-up: a slave ahead of a newly promoted master goes back to where their 
   await b1!.stop(); // b1 misses what follows; b2 receives it
   await sendAll(mq, "ahead/v1/x", 1_000, 1_200);
   await waitFor(() => b2!.live("ahead/v1") === 1_200, 5_000, "b2 holds 200 more");
+  const idsOf = (peer: Peer) => new Set([...peer.broker.queues.get("ahead/v1")!.liveCopies()].map((copy) => copy.message.id));
+  const heldBefore = idsOf(b2!);
   await mq.disconnect();
   await b0!.stop();
 
@@ -126,6 +128,18 @@ it("catch-up: a slave ahead of a newly promoted master goes back to where their 
   expect(b1!.live("ahead/v1")).toBe(1_000);
   expect(b2!.live("ahead/v1")).toBe(1_000);
   expect(b2!.logger.lines.some((line) => /went back to index \d+: dropped 200 messages the master does not hold/.test(line))).toBe(true);
+
+  // b2 accepted the dropped messages once: their ids no longer count as held, so a resend of one
+  // (its sender was never told it was confirmed) is stored again, not answered as a duplicate.
+  const heldAfter = idsOf(b2!);
+  const dropped = [...heldBefore].filter((id) => !heldAfter.has(id));
+  expect(dropped.length).toBe(200);
+  const wire = await dial(b2!.port);
+  peers.cleanup.defer(() => wire.close());
+  await hello(wire, "resender");
+  wire.send([OP.SEND, 1, "ahead/v1/x", dropped[0], encode({ n: 1_000 })]);
+  expect((await wire.expectAny([OP.OK, OP.ERROR]))[0]).toBe(OP.OK);
+  await waitFor(() => b2!.live("ahead/v1") === 1_001, 5_000, "b2 stores the resend");
 }, 30_000);
 
 /**

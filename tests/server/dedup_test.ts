@@ -88,3 +88,15 @@ it("RecentIds.seed() of a sender already seen adds to what it knows", () => {
   expect(ids.has("t.6")).toBe(true);
   expect(ids.has("t.7")).toBe(false);
 });
+
+it("RecentIds.clear() forgets every id, seeded, tracked by counter or not", () => {
+  const ids = new RecentIds();
+  ids.seed(["u.1", "other"]);
+  ids.add("u.5");
+  ids.add("v.0");
+  ids.clear();
+  for (const id of ["u.1", "other", "u.5", "v.0"]) expect(ids.has(id)).toBe(false);
+  ids.add("u.6");
+  expect(ids.has("u.6")).toBe(true);
+  expect(ids.has("u.5")).toBe(false);
+});

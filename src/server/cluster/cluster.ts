@@ -50,6 +50,11 @@ export interface ClusterHost {
   removalsWaiting(): void;
   /** The master requeued a message delivered `deliveries` times, due again at `at` (0: at once): here too. */
   requeuedMirrored(messageId: string, deliveries: number, at: number): void;
+  /**
+   * Messages this broker accepted were dropped because its master does not hold them: an id
+   * accepted before no longer proves the message is held anywhere (a resend must be stored).
+   */
+  forgetAcceptedIds(): void;
 }
 
 export interface ClusterStatus {
@@ -140,13 +145,17 @@ export class Cluster {
       },
       synced: (generation, before, index, epochs) => {
         const dropped = this.mirror.reconcile(generation, before);
-        if (dropped > 0) log("info", `dropped ${dropped} messages the master no longer holds`);
+        if (dropped > 0) {
+          host.forgetAcceptedIds();
+          log("info", `dropped ${dropped} messages the master no longer holds`);
+        }
         this.positions.restart(index, epochs ?? []);
       },
       position: () => this.positions.position(),
       resumed: (from, epochs) => {
         const undone = this.positions.resume(from, epochs);
         if (undone.length === 0) return;
+        host.forgetAcceptedIds();
         this.#drop(undone);
         log("info", `went back to index ${from}: dropped ${undone.length} messages the master does not hold`);
       },
