@@ -4,7 +4,8 @@
  * copied to every broker and written again, unchanged, on every resend: a broker that already
  * holds that id drops the duplicate.
  */
-import { encode, FRAME_HEADER_SIZE, FrameBatch, KittenError, parseChannel, writeSend } from "../protocol/mod.ts";
+import { FRAME_HEADER_SIZE, FrameBatch, KittenError, parseChannel, writeSend } from "../protocol/mod.ts";
+import { encodeBody } from "../protocol/body_encode.ts";
 import type { HostConnection } from "./connection.ts";
 
 /** Encodes each SEND once; its bytes are then copied into every connection's batch. */
@@ -35,7 +36,7 @@ export class SendFrames {
   frame(ref: number, channel: string, data: unknown): Uint8Array {
     let body: Uint8Array;
     try {
-      body = encode(data);
+      body = encodeBody(data); // a view, copied into the frame below
     } catch (error) {
       throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
     }

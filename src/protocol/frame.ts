@@ -321,37 +321,7 @@ export class FrameBatch {
   /** A CBOR item head: major type and argument, in the shortest form (RFC 8949 §3). */
   #head(major: number, value: number): void {
     this.#reserve(9);
-    const buffer = this.#buffer;
-    let at = this.#length;
-    const type = major << 5;
-    if (value < 24) buffer[at++] = type | value;
-    else if (value < 0x100) {
-      buffer[at++] = type | 24;
-      buffer[at++] = value;
-    } else if (value < 0x10000) {
-      buffer[at++] = type | 25;
-      buffer[at++] = value >>> 8;
-      buffer[at++] = value & 0xff;
-    } else if (value < 0x100000000) {
-      buffer[at++] = type | 26;
-      buffer[at++] = value >>> 24;
-      buffer[at++] = (value >>> 16) & 0xff;
-      buffer[at++] = (value >>> 8) & 0xff;
-      buffer[at++] = value & 0xff;
-    } else {
-      buffer[at++] = type | 27;
-      const high = Math.floor(value / 0x100000000);
-      const low = value >>> 0;
-      buffer[at++] = high >>> 24;
-      buffer[at++] = (high >>> 16) & 0xff;
-      buffer[at++] = (high >>> 8) & 0xff;
-      buffer[at++] = high & 0xff;
-      buffer[at++] = low >>> 24;
-      buffer[at++] = (low >>> 16) & 0xff;
-      buffer[at++] = (low >>> 8) & 0xff;
-      buffer[at++] = low & 0xff;
-    }
-    this.#length = at;
+    this.#length = writeHead(this.#buffer, this.#length, major, value);
   }
 
   #reserve(extra: number): void {
@@ -366,3 +336,39 @@ export class FrameBatch {
 }
 
 const textEncoder = new TextEncoder();
+
+/**
+ * Writes a CBOR item head (major type and argument, in the shortest form: RFC 8949 §3) at `at`,
+ * which has 9 bytes of room; returns where it ends.
+ */
+export function writeHead(buffer: Uint8Array, at: number, major: number, value: number): number {
+  const type = major << 5;
+  if (value < 24) buffer[at++] = type | value;
+  else if (value < 0x100) {
+    buffer[at++] = type | 24;
+    buffer[at++] = value;
+  } else if (value < 0x10000) {
+    buffer[at++] = type | 25;
+    buffer[at++] = value >>> 8;
+    buffer[at++] = value & 0xff;
+  } else if (value < 0x100000000) {
+    buffer[at++] = type | 26;
+    buffer[at++] = value >>> 24;
+    buffer[at++] = (value >>> 16) & 0xff;
+    buffer[at++] = (value >>> 8) & 0xff;
+    buffer[at++] = value & 0xff;
+  } else {
+    buffer[at++] = type | 27;
+    const high = Math.floor(value / 0x100000000);
+    const low = value >>> 0;
+    buffer[at++] = high >>> 24;
+    buffer[at++] = (high >>> 16) & 0xff;
+    buffer[at++] = (high >>> 8) & 0xff;
+    buffer[at++] = high & 0xff;
+    buffer[at++] = low >>> 24;
+    buffer[at++] = (low >>> 16) & 0xff;
+    buffer[at++] = (low >>> 8) & 0xff;
+    buffer[at++] = low & 0xff;
+  }
+  return at;
+}
