@@ -55,7 +55,6 @@ export { DELIVERY_COUNT_DELAY_MS } from "./delivery_counts.ts";
 export { type SqliteStoreOptions, type SqliteStoreStats, WAL_CHECKPOINT_PAGES, WAL_SIZE_LIMIT } from "./database.ts";
 export { MAX_DELETES_PER_COMMIT } from "./group_commit.ts";
 
-
 export class SqliteStore implements PagingStore {
   readonly directory: string;
   readonly mode: DurableMode;
