@@ -169,3 +169,22 @@ it("e2e: client send is refused with QUEUE_FULL when the broker queue holds maxM
   // Another queue is not affected.
   await mq.send("bq2/v1/1", 1);
 });
+
+it("e2e: what a client sends arrives equal, JSON-like bodies (encoded by the client itself) and others alike", async () => {
+  const broker = cleanup.broker();
+  const mq = await cleanup.client(broker);
+  const bodies: unknown[] = [
+    { seq: 1, t: 1_733_000_000_123.5, type: "order.created", amount: -12.25, items: [1, 2, 3], ok: true, none: null },
+    { text: "zoë ☕ 猫", big: 2 ** 52, nested: { deeper: [{ a: "b" }] } },
+    Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`key${i}`, i])), // a map head written after its entries
+    "a bare string",
+    [0, -1, 255, 65_536],
+    { when: new Date(1_733_000_000_000) }, // not JSON-like: the generic encoder's
+    { bytes: new Uint8Array([1, 2, 3]) },
+  ];
+  const got: Received[] = [];
+  await mq.consume("bodies/v1/1", recorder(got)).ready;
+  for (const body of bodies) await mq.send("bodies/v1/1", body);
+  await waitFor(() => got.length === bodies.length);
+  expect(got.map((r) => r.message)).toEqual(bodies);
+});
