@@ -214,7 +214,11 @@ export class Replication {
     );
   }
 
-  /** Streams a message the master accepts. Returns its log index (0 when nobody listens). */
+  /**
+   * Streams a message the master accepts. Returns its log index (0 when no log is kept): the
+   * position a restart goes on from counts it once it is stored here, replicas or not, so that a
+   * slave that comes back after a restart of this master still gets it.
+   */
   append(message: Message): number {
     if (this.#replicas.size === 0 && !this.options.keepsLog()) return 0;
     this.#flushRemovals();
@@ -226,8 +230,7 @@ export class Replication {
       if (!replica.queue(index, bytes, now)) continue;
       this.#pump(replica);
     }
-    // With no replica in sync nobody waits for one: the index is confirmed as it is written.
-    return this.#replicas.size === 0 ? 0 : index;
+    return index;
   }
 
   /** A message left the master (every copy settled, or its store refused it): slaves drop it too. */
@@ -253,7 +256,7 @@ export class Replication {
    */
   waitFor(index: number, channel: string): Promise<void> | undefined {
     if (this.options.minInSyncReplicas() <= 1) return undefined;
-    if (index === 0) {
+    if (index === 0 || this.#replicas.size === 0) {
       // Nobody was streamed to: too few replicas (checkReplicas let it through a moment before).
       return Promise.reject(this.#tooFew(channel));
     }
