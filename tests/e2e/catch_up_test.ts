@@ -105,6 +105,33 @@ it("catch-up: a slave away while its master took sends and then restarted gets w
   expect(slave!.live("away/v1")).toBe(200);
 }, 30_000);
 
+it("catch-up: a slave away while its master's consumers acked and the master then restarted drops what was acked", async () => {
+  const [master, slave] = await peers.cluster(2);
+  master!.start();
+  slave!.start();
+  await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync");
+  const { mq } = await peers.client([master!.host]);
+  await sendAll(mq, "acked/v1/x", 0, 100);
+  await waitFor(() => slave!.live("acked/v1") === 100, 5_000, "b1 holds the 100");
+  await slave!.stop();
+  const before = master!.broker.cluster.replication.index;
+  const got: unknown[] = [];
+  await mq.consume("acked/v1/x", (error, message, done) => {
+    if (error) return;
+    got.push(message);
+    done();
+  }).ready;
+  await waitFor(() => master!.live("acked/v1") === 0, 5_000, "all acked on the master");
+  await waitFor(() => master!.broker.cluster.replication.index > before, 5_000, "their removal logged");
+  await mq.disconnect();
+  await master!.stop(); // the log ends with that removal: the position saved includes it
+  master!.start();
+  slave!.start();
+  await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync again");
+  expect(replicaOf(master!, "b1")!.catchUp).toBe("snapshot");
+  await waitFor(() => slave!.live("acked/v1") === 0, 5_000, "b1 drops the acked messages");
+}, 30_000);
+
 it("catch-up: a master gone in the middle of a slave's catch-up — the slave catches up from the next master and holds every message", async () => {
   const [b0, b1, b2] = await peers.cluster(3, { memoryBudgetBytes: 65_536 });
   b0!.start();

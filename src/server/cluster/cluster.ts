@@ -365,10 +365,14 @@ export class Cluster {
 
   /**
    * What a restart may go on from (see LogPositions): as master, the log every in-sync replica
-   * holds and this broker's store committed; as slave, what it acknowledged.
+   * holds and this broker's store committed (removals after the last send ask no commit of it:
+   * they drop what it settles); as slave, what it acknowledged.
    */
   get #restartIndex(): number {
-    return this.isMaster ? Math.min(this.replication.highWater, this.positions.committedIndex) : this.positions.storedIndex;
+    if (!this.isMaster) return this.positions.storedIndex;
+    const { replication, positions } = this;
+    const committed = positions.committedIndex >= replication.lastAppendIndex ? replication.index : positions.committedIndex;
+    return Math.min(replication.highWater, committed);
   }
 
   /** The last index of the replication log this broker holds. */

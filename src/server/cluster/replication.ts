@@ -77,6 +77,8 @@ const CONFIRMED_EVERY_MS = 5;
 export class Replication {
   /** The last log index used. */
   #index = 0;
+  /** The index of the last APPEND (removals may follow it). */
+  #lastAppend = 0;
   readonly #replicas = new Map<ReplicaLink, Replica>();
   readonly #waiters = new ConfirmWaiters();
   /** Highest log index confirmed with replicas (a joining replica must hold at least that). */
@@ -104,12 +106,17 @@ export class Replication {
     return this.#index;
   }
 
+  get lastAppendIndex(): number {
+    return this.#lastAppend;
+  }
+
   /**
    * This broker becomes master in `epoch`: its log goes on from the last index it holds, and the
    * epoch's entries start after it.
    */
   begin(epoch: number, lastIndex: number): void {
     this.#index = Math.max(lastIndex, this.options.tail.last);
+    this.#lastAppend = this.#index;
     if (this.options.tail.last !== this.#index) this.options.tail.reset(this.#index);
     const history = this.options.history;
     if (history.epochs.length === 0 || history.lastEpoch !== epoch) history.begin(epoch, this.#index + 1);
@@ -222,7 +229,7 @@ export class Replication {
   append(message: Message): number {
     if (this.#replicas.size === 0 && !this.options.keepsLog()) return 0;
     this.#flushRemovals();
-    const index = ++this.#index;
+    const index = (this.#lastAppend = ++this.#index);
     // The tail's copy is what every replica is sent: the frame is made once and kept once.
     const bytes = this.options.tail.push(index, appendFrameView(index, message));
     const now = this.options.now();
