@@ -14,13 +14,12 @@
  * `decode()` reads back equal (tests/protocol/body_encode_test.ts).
  */
 import { encode } from "./cbor.ts";
-import { writeHead } from "./frame.ts";
+import { writeHead, writeText } from "./frame.ts";
 
 /** Nesting deeper than this is rare in bodies; the generic encoder handles it. */
 const MAX_DEPTH = 64;
 /** Thrown inside this writer to say "let the generic encoder do it". Never escapes. */
 const FALLBACK = Symbol("fallback");
-const textEncoder = new TextEncoder();
 
 // The output, reused from one body to the next (module variables: the writer's hot state).
 let buffer = new Uint8Array(4096);
@@ -45,7 +44,7 @@ export function encodeBody(value: unknown): Uint8Array {
 function write(value: unknown, depth: number): void {
   switch (typeof value) {
     case "string":
-      return writeText(value);
+      return writeString(value);
     case "number":
       reserve(9);
       if (!Number.isSafeInteger(value)) {
@@ -90,7 +89,7 @@ function writeMap(object: Record<string, unknown>, depth: number): void {
   let count = 0;
   for (const key in object) {
     if (!Object.hasOwn(object, key)) continue;
-    writeText(key);
+    writeString(key);
     write(object[key], depth + 1);
     count++;
   }
@@ -106,27 +105,12 @@ function writeMap(object: Record<string, unknown>, depth: number): void {
   at = end + shift;
 }
 
-function writeText(value: string): void {
-  const length = value.length;
-  reserve(9 + length * 3);
-  const start = at;
-  at = writeHead(buffer, at, 3, length);
-  const body = at;
-  for (let i = 0; i < length; i++) {
-    const code = value.charCodeAt(i);
-    if (code >= 0x80) {
-      // Not ASCII: the UTF-8 length differs from the string's, and so may the head. A lone
-      // surrogate has no UTF-8: the generic encoder's own form of it is kept.
-      if (!value.isWellFormed()) throw FALLBACK;
-      const encoded = textEncoder.encode(value);
-      at = writeHead(buffer, start, 3, encoded.length);
-      buffer.set(encoded, at);
-      at += encoded.length;
-      return;
-    }
-    buffer[body + i] = code;
-  }
-  at = body + length;
+function writeString(value: string): void {
+  reserve(9 + value.length * 3);
+  const end = writeText(buffer, at, value, true);
+  // A lone surrogate has no UTF-8: the generic encoder's own form of it is kept.
+  if (end < 0) throw FALLBACK;
+  at = end;
 }
 
 function head(major: number, value: number): void {

@@ -241,28 +241,8 @@ export class FrameBatch {
   }
 
   text(value: string): void {
-    const length = value.length;
-    this.#reserve(9 + length * 3);
-    // ASCII fast path: one byte per character, no encoder call.
-    let ascii = true;
-    for (let i = 0; i < length; i++) {
-      if (value.charCodeAt(i) >= 0x80) {
-        ascii = false;
-        break;
-      }
-    }
-    if (ascii) {
-      this.#head(3, length);
-      const buffer = this.#buffer;
-      let at = this.#length;
-      for (let i = 0; i < length; i++) buffer[at++] = value.charCodeAt(i);
-      this.#length = at;
-      return;
-    }
-    const encoded = textEncoder.encode(value);
-    this.#head(3, encoded.length);
-    this.#buffer.set(encoded, this.#length);
-    this.#length += encoded.length;
+    this.#reserve(9 + value.length * 3);
+    this.#length = writeText(this.#buffer, this.#length, value);
   }
 
   bytes(value: Uint8Array): void {
@@ -336,6 +316,31 @@ export class FrameBatch {
 }
 
 const textEncoder = new TextEncoder();
+
+/**
+ * Writes `value` as a CBOR text item at `at`, which has 9 + 3 × `value.length` bytes of room;
+ * returns where it ends. ASCII (ids, names, most text) is copied a byte per character, anything
+ * else goes through the UTF-8 encoder, which writes a lone surrogate as U+FFFD; with `strict`, a
+ * string holding one is not written and -1 is returned instead.
+ */
+export function writeText(buffer: Uint8Array, at: number, value: string, strict = false): number {
+  const length = value.length;
+  const start = at;
+  at = writeHead(buffer, at, 3, length);
+  for (let i = 0; i < length; i++) {
+    const code = value.charCodeAt(i);
+    if (code >= 0x80) {
+      // Not ASCII: its UTF-8 length differs from the string's, and so may the head.
+      if (strict && !value.isWellFormed()) return -1;
+      const encoded = textEncoder.encode(value);
+      at = writeHead(buffer, start, 3, encoded.length);
+      buffer.set(encoded, at);
+      return at + encoded.length;
+    }
+    buffer[at + i] = code;
+  }
+  return at + length;
+}
 
 /**
  * Writes a CBOR item head (major type and argument, in the shortest form: RFC 8949 §3) at `at`,
