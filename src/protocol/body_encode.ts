@@ -25,18 +25,25 @@ const FALLBACK = Symbol("fallback");
 let buffer = new Uint8Array(4096);
 let view = new DataView(buffer.buffer);
 let at = 0;
+/** Set while a body is written: a call from inside it (a getter) goes to the generic encoder. */
+let encoding = false;
 
 /**
  * The CBOR of `value`, as a view of a buffer reused by the next call: copy it (or write it into a
  * frame) before encoding another body. Throws what `encode()` throws for a value it cannot encode.
  */
 export function encodeBody(value: unknown): Uint8Array {
+  // A getter of the value that sends a message itself would write over this one's bytes.
+  if (encoding) return encode(value);
+  encoding = true;
   at = 0;
   try {
     write(value, 0);
   } catch (error) {
     if (error === FALLBACK) return encode(value);
     throw error;
+  } finally {
+    encoding = false;
   }
   return buffer.subarray(0, at);
 }

@@ -83,3 +83,18 @@ it("encodeBody agrees with the generic encoder on 2,000 random JSON-like values"
     if (!Bun.deepEquals(mine, generic, true)) expect(mine).toEqual(generic as never); // the diff, on failure only
   }
 });
+
+it("encodeBody called from inside a body it writes (a getter that sends) leaves the outer body whole", () => {
+  let inner: Uint8Array | null = null;
+  const body = {
+    before: "outer",
+    get during() {
+      inner = encodeBody({ inner: "message", n: 12_345 }).slice();
+      return 1;
+    },
+    after: "x".repeat(40),
+  };
+  const outer = bodyOf(body);
+  expect(decode(outer)).toEqual({ before: "outer", during: 1, after: "x".repeat(40) });
+  expect(decode(inner!)).toEqual({ inner: "message", n: 12_345 });
+});
