@@ -86,50 +86,51 @@ it("catch-up: a snapshot interrupted halfway is sent again, and the slave ends w
   expect(slave!.broker.diskUsage("cut/v1").messages).toBe(40_000); // nothing stored twice
 }, 60_000);
 
-it("catch-up: a slave away while its master took sends and then restarted gets what it missed (minInSyncReplicas 1)", async () => {
+/** A master and a slave in sync, 100 messages sent to `channel` and held by both; then the slave stops. */
+async function slaveAwayAfter100(channel: string) {
   const [master, slave] = await peers.cluster(2);
   master!.start();
   slave!.start();
   await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync");
   const { mq } = await peers.client([master!.host]);
-  await sendAll(mq, "away/v1/x", 0, 100);
-  await waitFor(() => slave!.live("away/v1") === 100, 5_000, "b1 holds the first 100");
+  await sendAll(mq, channel, 0, 100);
+  const queue = channel.slice(0, channel.lastIndexOf("/"));
+  await waitFor(() => slave!.live(queue) === 100, 5_000, "b1 holds the first 100");
   await slave!.stop();
+  return { master: master!, slave: slave!, mq };
+}
+
+/**
+ * The master restarts (it saves where its log stands), then the slave comes back: the master's
+ * log kept none of what the slave missed, so it catches up from a snapshot.
+ */
+async function restartMasterThenSlave(master: Peer, slave: Peer): Promise<void> {
+  await master.stop();
+  master.start();
+  slave.start();
+  await waitFor(() => inSyncWith(master, "b1"), 10_000, "b1 in sync again");
+  expect(replicaOf(master, "b1")!.catchUp).toBe("snapshot");
+}
+
+it("catch-up: a slave away while its master took sends and then restarted gets what it missed (minInSyncReplicas 1)", async () => {
+  const { master, slave, mq } = await slaveAwayAfter100("away/v1/x");
   await sendAll(mq, "away/v1/x", 100, 200); // the master confirms alone
   await mq.disconnect();
-  await master!.stop(); // saves where its log stands: the 100 sends b1 missed included
-  master!.start();
-  slave!.start();
-  await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync again");
-  expect(replicaOf(master!, "b1")!.catchUp).toBe("snapshot"); // the master's log kept none of what b1 missed
-  expect(slave!.live("away/v1")).toBe(200);
+  await restartMasterThenSlave(master, slave);
+  expect(slave.live("away/v1")).toBe(200);
 }, 30_000);
 
 it("catch-up: a slave away while its master's consumers acked and the master then restarted drops what was acked", async () => {
-  const [master, slave] = await peers.cluster(2);
-  master!.start();
-  slave!.start();
-  await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync");
-  const { mq } = await peers.client([master!.host]);
-  await sendAll(mq, "acked/v1/x", 0, 100);
-  await waitFor(() => slave!.live("acked/v1") === 100, 5_000, "b1 holds the 100");
-  await slave!.stop();
-  const before = master!.broker.cluster.replication.index;
-  const got: unknown[] = [];
-  await mq.consume("acked/v1/x", (error, message, done) => {
-    if (error) return;
-    got.push(message);
-    done();
+  const { master, slave, mq } = await slaveAwayAfter100("acked/v1/x");
+  const before = master.broker.cluster.replication.index;
+  await mq.consume("acked/v1/x", (error, _message, done) => {
+    if (!error) done();
   }).ready;
-  await waitFor(() => master!.live("acked/v1") === 0, 5_000, "all acked on the master");
-  await waitFor(() => master!.broker.cluster.replication.index > before, 5_000, "their removal logged");
+  await waitFor(() => master.live("acked/v1") === 0, 5_000, "all acked on the master");
+  await waitFor(() => master.broker.cluster.replication.index > before, 5_000, "their removal logged");
   await mq.disconnect();
-  await master!.stop(); // the log ends with that removal: the position saved includes it
-  master!.start();
-  slave!.start();
-  await waitFor(() => inSyncWith(master!, "b1"), 10_000, "b1 in sync again");
-  expect(replicaOf(master!, "b1")!.catchUp).toBe("snapshot");
-  await waitFor(() => slave!.live("acked/v1") === 0, 5_000, "b1 drops the acked messages");
+  await restartMasterThenSlave(master, slave); // the log ends with that removal: the position saved includes it
+  await waitFor(() => slave.live("acked/v1") === 0, 5_000, "b1 drops the acked messages");
 }, 30_000);
 
 it("catch-up: a master gone in the middle of a slave's catch-up — the slave catches up from the next master and holds every message", async () => {
