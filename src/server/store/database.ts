@@ -38,6 +38,8 @@ export interface SqliteStoreOptions {
   onCommit?: (elapsedMs: number) => void;
   /** Free bytes of the data directory's file system (default: statfs); tests give their own. */
   readFree?: (directory: string) => number;
+  /** How long an idle store's vacuum steps may take in one `reclaim()` (default IDLE_STEPS_MS, space.ts). */
+  idleStepsMs?: number;
   /**
    * Keep the index of messages by id (default true): only a broker with cluster peers or etcd
    * asks by id (`holds`), and without the index each message costs 0.3–1.5 µs less to store and
