@@ -105,6 +105,20 @@ it("SqliteStore.reclaim() on an idle store goes on with steps for idleStepsMs: o
   }
 });
 
+it("SqliteStore closed while an idle store's next vacuum step waits for its turn: the step does not run", async () => {
+  const logger = memoryLogger();
+  await withStore({ mode: "fsync", idleStepsMs: 60_000, logger }, async (store) => {
+    const messages = await fillRows(store, 5_000);
+    for (const message of messages) store.remove(message);
+    await waitFor(() => store.pending === 0, 5000, "every delete committed");
+    store.reclaim();
+    store.close(); // its statements are finalized: a step now would fail
+    await nextTurn();
+    expect(store.stats.reclaimSteps).toBe(1);
+    expect(logger.lines.filter((line) => line.includes("space not given back"))).toEqual([]);
+  });
+});
+
 it("SqliteStore.reclaim() takes one step per call while rows stream in and out, whatever idleStepsMs allows", async () => {
   await withStore({ mode: "fsync", idleStepsMs: 60_000 }, async (store) => {
     store.reclaim(); // nothing to give back yet; the rows written from here on count
