@@ -4,9 +4,11 @@
  * transactions), then a SqliteStore opened on it is ticked as the broker ticks it (`reclaim()`
  * every 25 ms) until its data directory is under 32 MiB (at most 120 s).
  *
- *   bun scripts/reclaim_probe.ts [--rows 10000000] [--by-id]
+ *   bun scripts/reclaim_probe.ts [--rows 10000000] [--by-id] [--id-width 8]
  *
  * `--by-id` keeps the index of messages by id, as a broker with cluster peers or etcd does.
+ * Ids are the reference client's, `<prefix>.<base-36 counter>`, the counter written with at
+ * least `--id-width` digits (default 8, as the client writes them; 1: as short as it goes).
  * Printed: the directory's size once a second, then the time to get under 32 MiB and how long
  * the ticks' `reclaim()` calls took (the steps it schedules on later turns are not in them).
  */
@@ -19,9 +21,13 @@ import { Logger } from "../src/server/log.ts";
 import { STORE_FILE } from "../src/server/store/record.ts";
 import { SqliteStore } from "../src/server/store/sqlite_store.ts";
 
-const { values: args } = parseArgs({ options: { rows: { type: "string", default: "10000000" }, "by-id": { type: "boolean", default: false } } });
+const { values: args } = parseArgs({
+  options: { rows: { type: "string", default: "10000000" }, "by-id": { type: "boolean", default: false }, "id-width": { type: "string", default: "8" } },
+});
 const ROWS = Number(args.rows);
+const ID_WIDTH = Number(args["id-width"]);
 if (!Number.isSafeInteger(ROWS) || ROWS < 1) throw new RangeError(`--rows must be a positive integer: ${args.rows}`);
+if (!Number.isSafeInteger(ID_WIDTH) || ID_WIDTH < 1 || ID_WIDTH > 10) throw new RangeError(`--id-width must be 1 to 10: ${args["id-width"]}`);
 const options = { mode: "fsync" as const, logger: new Logger(3), indexById: args["by-id"] };
 const TICK_MS = 25;
 const TARGET_MIB = 32;
@@ -38,7 +44,7 @@ function fillAndDrain(): void {
   const body = new Uint8Array(100).fill(7);
   for (let first = 1; first <= ROWS; first += 50_000) {
     db.transaction(() => {
-      for (let seq = first; seq < first + 50_000 && seq <= ROWS; seq++) insert.run(seq, `probe-publisher.${seq.toString(36)}`, "probe/v1", "*", 0, body);
+      for (let seq = first; seq < first + 50_000 && seq <= ROWS; seq++) insert.run(seq, `probe-publisher.${seq.toString(36).padStart(ID_WIDTH, "0")}`, "probe/v1", "*", 0, body);
     })();
   }
   insert.finalize();

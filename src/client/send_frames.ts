@@ -11,11 +11,21 @@ import type { HostConnection } from "./connection.ts";
 /** Encodes each SEND once; its bytes are then copied into every connection's batch. */
 const scratch = new FrameBatch(4096);
 
+/**
+ * The first id's counter: 36^7, written "10000000", so that every counter has 8 base-36 digits
+ * (for 36^8 - 36^7, about 2.7 million million, sends). Ids of equal length sort in send order,
+ * and a broker of a cluster indexes its stored messages by id: its index then grows at its end
+ * (a sequence of short counters, "z" before "10", would scatter its inserts), and a drained
+ * backlog frees the index's pages in the order they were written, which SQLite's incremental
+ * vacuum needs to give them back at speed (docs/durability.md, "Disk space coming back").
+ */
+export const FIRST_ID_COUNTER = 36 ** 7;
+
 export class SendFrames {
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
   readonly #validChannels = new Set<string>();
   readonly #idPrefix = randomPrefix();
-  #idCounter = 0;
+  #idCounter = FIRST_ID_COUNTER;
 
   /** Throws the coded error a send of `data` to `channel` rejects with at once (BAD_CHANNEL, BAD_FORMAT). */
   check(channel: unknown, data: unknown): asserts channel is string {
