@@ -15,9 +15,9 @@
  * most, and only for BUSY_RECLAIM_MIN_PAGES free pages or more (fewer are reused by the next
  * rows at once). An idle store goes on with more steps, one per turn of the event loop, until
  * they took `idleStepsMs` since the tick (10 ms): a drained backlog of 20,000,000 messages leaves
- * 3.6 GiB of free pages, of which one step per tick gave back about 10 MiB/s (in 60 s, 560 MiB).
- * The file shrinks at the next checkpoint; once the freelist is
- * short again, one `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint
+ * 3.6 GiB of free pages, of which one step per tick would give back about 10 MiB/s. The file
+ * shrinks at the next checkpoint; once the freelist is short again, one
+ * `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint
  * runs when the WAL grew past WAL_SIZE_LIMIT (a large transaction) and the store went quiet
  * before a commit cut it back. A step that includes a checkpoint (SQLite's own, every WAL_CHECKPOINT_PAGES of WAL) takes
  * longer: its fsync, as for a commit that checkpoints (scenario (g): 14–22 ms on the 2-core box).
@@ -108,8 +108,9 @@ export class StoreSpace {
   /** `"held"`: the reserve is on disk; `"used"`: emptied by a full disk; `"none"`: the disk never had room for it. */
   #reserve: "held" | "used" | "none";
   #stepPages = 256;
-  /** A step of an idle store is scheduled (#moreSteps); set at close: none runs any more. */
+  /** An idle store's next step waits for its turn (#moreSteps). */
   #stepping = false;
+  /** Closed: its statements are finalized, a step waiting for its turn does not run. */
   #finalized = false;
   /** Pages went back since the last truncating checkpoint: the file shrinks only at one. */
   #shrunk = false;
