@@ -9,8 +9,9 @@
  * `--by-id` keeps the index of messages by id, as a broker with cluster peers or etcd does.
  * Ids are the reference client's, `<prefix>.<base-36 counter>`, the counter written with at
  * least `--id-width` digits (default 8, as the client writes them; 1: as short as it goes).
- * Printed: the directory's size once a second, then the time to get under 32 MiB and how long
- * the ticks' `reclaim()` calls took (the steps it schedules on later turns are not in them).
+ * Printed: the directory's size once a second, then the time to get under 32 MiB, how long the
+ * ticks' `reclaim()` calls took (the steps it schedules on later turns are not in them) and the
+ * slowest step of all (a sender waits for at most one).
  */
 import { Database } from "bun:sqlite";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -78,6 +79,7 @@ await new Promise<void>((resolve) => {
 calls.sort((a, b) => a - b);
 const at = (share: number) => calls[Math.min(calls.length - 1, Math.floor(calls.length * share))]!.toFixed(2);
 console.log(`${directoryMiB().toFixed(1)} MiB after ${((performance.now() - started) / 1000).toFixed(1)} s; ` +
-  `${calls.length} ticks, reclaim() p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms; ${store.stats.reclaimSteps} steps`);
+  `${calls.length} ticks, reclaim() p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms; ${store.stats.reclaimSteps} steps, ` +
+    `the slowest ${store.stats.maxReclaimMs.toFixed(1)} ms`);
 store.close();
 rmSync(directory, { recursive: true, force: true });

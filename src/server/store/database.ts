@@ -40,6 +40,8 @@ export interface SqliteStoreOptions {
   readFree?: (directory: string) => number;
   /** How long an idle store's vacuum steps may take in one `reclaim()` (default IDLE_STEPS_MS, space.ts). */
   idleStepsMs?: number;
+  /** Pages given back after which a truncating checkpoint cuts them off the file (default CUT_PAGES, space.ts). */
+  cutPages?: number;
   /**
    * Keep the index of messages by id (default true): only a broker with cluster peers or etcd
    * asks by id (`holds`), and without the index each message costs 0.3–1.5 µs less to store and

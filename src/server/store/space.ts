@@ -14,7 +14,7 @@
  * which a step would move, are the next it frees anyway) one step runs every BUSY_STEP_MS at
  * most, and only for BUSY_RECLAIM_MIN_PAGES free pages or more (fewer are reused by the next
  * rows at once). An idle store goes on with more steps, one per turn of the event loop, until
- * they took `idleStepsMs` since the tick (10 ms): a drained backlog of 20,000,000 messages leaves
+ * they took `idleStepsMs` since the tick (20 ms): a drained backlog of 20,000,000 messages leaves
  * 3.6 GiB of free pages, of which one step per tick would give back about 10 MiB/s. The file
  * shrinks at the next checkpoint; once the freelist is short again, one
  * `wal_checkpoint(TRUNCATE)` cuts both the file and the WAL. The same checkpoint
@@ -61,9 +61,15 @@ const BUSY_ROWS_PER_SECOND = 1000;
 /** While the store is busy, the time between two vacuum steps (ms): about 2% of the event loop. */
 const BUSY_STEP_MS = 250;
 const MIN_STEP_PAGES = 16;
-/** An idle store's steps in one tick take about this long in all (ms): about 30% of the event loop while it gives back. */
-export const IDLE_STEPS_MS = 10;
+/**
+ * An idle store's steps in one tick take about this long in all (ms): about 40% of the event loop
+ * while it gives back, each step on its own turn (a send waits for one). With 10 ms, (g) gave its
+ * 3.6 GiB back in 55 s on one run and not within 60 s on another (the machine's speed varies).
+ */
+export const IDLE_STEPS_MS = 20;
 const MAX_STEP_PAGES = 16_384;
+/** Pages given back (32 MiB) after which a truncating checkpoint cuts them off the file, as a step of its own. */
+export const CUT_PAGES = 8192;
 /** Why new messages are refused while the reserve is in use. */
 const SHORT_REASON = `the disk is full: new messages are refused until ${RESERVE_BYTES + RESERVE_MARGIN} bytes are free ` +
   `(the store's reserve, ${RESERVE_FILE}, is in use)`;
@@ -89,6 +95,8 @@ interface StoreSpaceOptions {
   readFree?: (directory: string) => number;
   /** How long an idle store's steps may take in one tick, back to back (ms; IDLE_STEPS_MS). */
   idleStepsMs?: number;
+  /** Pages given back after which a truncating checkpoint cuts them off (CUT_PAGES). */
+  cutPages?: number;
 }
 
 export class StoreSpace {
@@ -99,6 +107,7 @@ export class StoreSpace {
   readonly #beforeWrite: () => void;
   readonly #readFree: (directory: string) => number;
   readonly #idleStepsMs: number;
+  readonly #cutPages: number;
   readonly #freelist: Statement<{ freelist_count: number }, []>;
   readonly #pageCount: Statement<{ page_count: number }, []>;
   readonly #reservePath: string;
@@ -114,6 +123,8 @@ export class StoreSpace {
   #finalized = false;
   /** Pages went back since the last truncating checkpoint: the file shrinks only at one. */
   #shrunk = false;
+  /** Pages given back since this store's last truncating checkpoint (SQLite's own may have cut some already). */
+  #uncut = 0;
   /** The freelist's length when last read (null: not yet). */
   #free: number | null = null;
   #reserveCheckedAt = -Infinity;
@@ -133,6 +144,7 @@ export class StoreSpace {
     this.#beforeWrite = options.beforeWrite;
     this.#readFree = options.readFree ?? freeBytes;
     this.#idleStepsMs = options.idleStepsMs ?? IDLE_STEPS_MS;
+    this.#cutPages = options.cutPages ?? CUT_PAGES;
     this.#freelist = db.prepare("PRAGMA freelist_count");
     this.#pageCount = db.prepare("PRAGMA page_count");
     this.#reservePath = join(this.#directory, RESERVE_FILE);
@@ -184,12 +196,13 @@ export class StoreSpace {
       this.#free = free;
       if (free > 0 && (short || this.#worth(free, busy))) {
         this.#free = null; // read again after the step
-        const left = this.#vacuum(free, now);
+        const left = this.#step(free, now);
         if (!busy && !short) this.#moreSteps(left, performance.now() - now);
       } else if (this.#shrunk || (!busy && this.#walGrew(now))) {
         // A WAL over its limit waits for a quiet store: until then every commit's checkpoint cuts it back.
         if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
         this.#shrunk = false;
+        this.#uncut = 0;
         this.#count(now);
       }
     } catch (error) {
@@ -248,7 +261,7 @@ export class StoreSpace {
       if (this.#finalized) return;
       const started = performance.now();
       try {
-        const left = this.#vacuum(free, started);
+        const left = this.#step(free, started);
         this.#free = null;
         this.#moreSteps(left, spentMs + performance.now() - started);
       } catch (error) {
@@ -267,6 +280,22 @@ export class StoreSpace {
     return free >= (busy ? BUSY_RECLAIM_MIN_PAGES : RECLAIM_MIN_PAGES) && free * 4 >= this.#pageCount.get()!.page_count;
   }
 
+  /**
+   * One vacuum step, or, once CUT_PAGES were given back since the last one, a truncating
+   * checkpoint (the file shrinks only at a checkpoint, by one ftruncate whose time grows with
+   * what it cuts: SQLite's own checkpoints, every WAL_CHECKPOINT_PAGES of WAL, came after
+   * hundreds of MiB of steps and took up to 131 ms). Returns the free pages left.
+   */
+  #step(free: number, started: number): number {
+    if (this.#uncut < this.#cutPages) return this.#vacuum(free, started);
+    this.#beforeWrite();
+    if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
+    this.#uncut = 0;
+    this.#shrunk = false;
+    this.#count(started);
+    return free;
+  }
+
   /** One vacuum step; returns the free pages left. */
   #vacuum(free: number, started: number): number {
     this.#beforeWrite();
@@ -277,6 +306,7 @@ export class StoreSpace {
     else if (elapsed < STEP_TARGET_MS / 2) this.#stepPages = Math.min(MAX_STEP_PAGES, this.#stepPages * 2);
     const left = this.#freelist.get()!.freelist_count;
     this.#stats.reclaimedPages += free - left;
+    this.#uncut += free - left;
     this.#shrunk = true;
     this.#count(started);
     return left;

@@ -108,7 +108,7 @@ export class SqliteStore implements PagingStore {
     this.#journal = openJournal(db, this.directory, options.readFree ?? freeBytes, { usage: this.#rows.usage, stats: this.stats }, this.#log);
     this.#nextSeq = Math.max(opened.nextSeq, this.#journal.nextSeq);
     const beforeWrite = () => this.#sync.set(false);
-    this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree, idleStepsMs: options.idleStepsMs });
+    this.#space = new StoreSpace(db, { directory: this.directory, log: this.#log, stats: this.stats, beforeWrite, readFree: options.readFree, idleStepsMs: options.idleStepsMs, cutPages: options.cutPages });
     const parts = {
       journal: this.#journal,
       pending: this.#pending,

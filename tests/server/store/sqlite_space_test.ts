@@ -105,6 +105,23 @@ it("SqliteStore.reclaim() on an idle store goes on with steps for idleStepsMs: o
   }
 });
 
+it("SqliteStore.reclaim() on an idle store cuts what it gave back off the file every cutPages, as a step of its own", async () => {
+  for (const cutPages of [64, 1_000_000]) {
+    await withStore({ mode: "fsync", idleStepsMs: 60_000, cutPages }, async (store, directory) => {
+      const db = join(directory, STORE_FILE);
+      const messages = await fillRows(store, 5_000);
+      for (const message of messages) store.remove(message);
+      await waitFor(() => store.pending === 0, 5000, "every delete committed");
+      const full = sizeOf(db);
+      store.reclaim(); // a step of 256 pages: past 64, the next step is the cut
+      await nextTurn();
+      expect(store.stats.reclaimSteps).toBe(2);
+      if (cutPages === 64) expect(sizeOf(db)).toBeLessThan(full);
+      else expect(sizeOf(db)).toBe(full); // the file shrinks only at a checkpoint
+    });
+  }
+});
+
 it("SqliteStore closed while an idle store's next vacuum step waits for its turn: the step does not run", async () => {
   const logger = memoryLogger();
   await withStore({ mode: "fsync", idleStepsMs: 60_000, logger }, async (store) => {
