@@ -121,9 +121,10 @@ export class StoreSpace {
   #stepping = false;
   /** Closed: its statements are finalized, a step waiting for its turn does not run. */
   #finalized = false;
-  /** Pages went back since the last truncating checkpoint: the file shrinks only at one. */
-  #shrunk = false;
-  /** Pages given back since this store's last truncating checkpoint (SQLite's own may have cut some already). */
+  /**
+   * Pages given back since this store's last truncating checkpoint (SQLite's own may have cut
+   * some already): the file shrinks only at one, so more than 0 asks for one.
+   */
   #uncut = 0;
   /** The freelist's length when last read (null: not yet). */
   #free: number | null = null;
@@ -191,17 +192,16 @@ export class StoreSpace {
     if (now - this.#failedAt < RETRY_MS || (busy && !short && now - this.#steppedAt < BUSY_STEP_MS)) return;
     try {
       // The freelist changes only with rows written or vacuum steps: an idle store reads nothing.
-      const known = !moved && !short && !this.#shrunk ? this.#free : null;
+      const known = !moved && !short && this.#uncut === 0 ? this.#free : null;
       const free = !this.#vacuumable ? 0 : known ?? this.#freelist.get()!.freelist_count;
       this.#free = free;
       if (free > 0 && (short || this.#worth(free, busy))) {
         this.#free = null; // read again after the step
         const left = this.#step(free, now);
         if (!busy && !short) this.#moreSteps(left, performance.now() - now);
-      } else if (this.#shrunk || (!busy && this.#walGrew(now))) {
+      } else if (this.#uncut > 0 || (!busy && this.#walGrew(now))) {
         // A WAL over its limit waits for a quiet store: until then every commit's checkpoint cuts it back.
         if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
-        this.#shrunk = false;
         this.#uncut = 0;
         this.#count(now);
       }
@@ -291,7 +291,6 @@ export class StoreSpace {
     this.#beforeWrite();
     if (!truncateWal(this.#db)) throw new Error("checkpoint busy or failed");
     this.#uncut = 0;
-    this.#shrunk = false;
     this.#count(started);
     return free;
   }
@@ -307,7 +306,6 @@ export class StoreSpace {
     const left = this.#freelist.get()!.freelist_count;
     this.#stats.reclaimedPages += free - left;
     this.#uncut += free - left;
-    this.#shrunk = true;
     this.#count(started);
     return left;
   }
