@@ -8,8 +8,12 @@ import { FRAME_HEADER_SIZE, FrameBatch, KittenError, parseChannel, writeSend } f
 import { encodeBody } from "../protocol/body_encode.ts";
 import type { HostConnection } from "./connection.ts";
 
-/** Encodes each SEND once; its bytes are then copied into every connection's batch. */
-const scratch = new FrameBatch(4096);
+/**
+ * Where each SEND is encoded once; its bytes are then copied into every connection's batch, and
+ * kept until the send is settled. The frames are views of buffers of this size, each holding
+ * some eighty frames of the usual size: a send kept long keeps its buffer (16 KiB) alive.
+ */
+const frames = new FrameBatch(16 * 1024);
 
 /**
  * The first id's counter: 36^7, written "10000000", so that every counter has 8 base-36 digits
@@ -50,8 +54,8 @@ export class SendFrames {
     } catch (error) {
       throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
     }
-    writeSend(scratch, ref, channel, this.#idPrefix + (this.#idCounter++).toString(36), body);
-    return scratch.take();
+    writeSend(frames, ref, channel, this.#idPrefix + (this.#idCounter++).toString(36), body);
+    return frames.take();
   }
 }
 

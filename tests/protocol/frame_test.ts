@@ -14,6 +14,7 @@ import {
   OP,
   opOf,
 } from "../../src/protocol/ops.ts";
+import { writeSend } from "../../src/protocol/hot_ops.ts";
 import { mulberry32 } from "../helpers/random.ts";
 import { thrown } from "../helpers/errors.ts";
 
@@ -461,6 +462,32 @@ describe("frame", () => {
       expect(batch.view().buffer).toBe(grown);
       batch.clear();
     }
+  });
+
+  it("FrameBatch.take() hands out views of one buffer while it has room, and never writes what it handed out again", () => {
+    const batch = new FrameBatch(64);
+    const taken: Uint8Array[] = [];
+    const sent: unknown[][] = [];
+    const send = (ref: number, id: string) => {
+      writeSend(batch, ref, "q/v1/x", id, bytes(8, ref));
+      sent.push([OP.SEND, ref, "q/v1/x", id, bytes(8, ref)]);
+      taken.push(batch.take());
+    };
+    send(1, "a");
+    send(2, "b");
+    // One buffer, one frame after the other: no copy of its own per frame.
+    expect(taken[1]!.buffer).toBe(taken[0]!.buffer);
+    expect(taken[1]!.byteOffset).toBe(taken[0]!.byteOffset + taken[0]!.length);
+    const before = taken.map((view) => [...view]);
+    // This frame is started in the first buffer and does not fit in what is left of it: what it
+    // wrote so far moves to a new buffer of the initial size, and the frames taken stay as they were.
+    send(3, "an id that takes the rest of the first buffer");
+    expect(taken[2]!.buffer).not.toBe(taken[0]!.buffer);
+    send(4, "d");
+    expect(taken[3]!.buffer).toBe(taken[2]!.buffer);
+    expect(taken.slice(0, 2).map((view) => [...view])).toEqual(before);
+    expect(taken.map((view) => decode(new FrameDecoder().push(view)[0]!))).toEqual(sent);
+    expect(batch.byteLength).toBe(0);
   });
 
   it("FrameBatch.take() empties the batch and hands out a buffer the caller owns", () => {
