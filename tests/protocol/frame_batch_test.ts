@@ -8,6 +8,7 @@ import { frame, FRAME_HEADER_SIZE, FrameBatch, FrameDecoder } from "../../src/pr
 import { writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
 import { bytes, concat, copies } from "../helpers/frame_bytes.ts";
+import { mulberry32 } from "../helpers/random.ts";
 
 describe("FrameBatch", () => {
   it("FrameBatch.take() returns every pushed frame, decodable by FrameDecoder", () => {
@@ -53,7 +54,7 @@ describe("FrameBatch", () => {
     expect(batch.byteLength).toBe(0);
     expect(batch.frameCount).toBe(0);
     expect(batch.view().length).toBe(0);
-    for (let round = 0; round < 40; round++) {
+    for (let round = 0; round < 20; round++) {
       batch.push(bytes(10, round)); // small bursts after a big one: the buffer shrinks, the bytes stay right
       // Kept while a window of 16 bursts holds the big one; at the end of the next (all small), down to 64 KiB at once.
       expect(batch.view().buffer.byteLength).toBe(round <= 30 ? grown.byteLength : 64 * 1024);
@@ -112,5 +113,47 @@ describe("FrameBatch", () => {
     expect([...first]).toEqual(firstCopy); // not overwritten by the next batch
     const second = batch.take();
     expect(copies(new FrameDecoder().push(second))).toEqual([[...bytes(6, 99)]]);
+  });
+  it("FrameBatch, driven at random through every way of writing, taking and clearing, hands out exactly the frames written and never changes them", () => {
+    const random = mulberry32(25);
+    const size = (max: number) => Math.floor(random() * max);
+    for (let round = 0; round < 20; round++) {
+      const batch = new FrameBatch(1 + size(256));
+      const taken: { view: Uint8Array; copy: number[]; bodies: number[][] }[] = [];
+      let pending: number[][] = []; // bodies written since the last take or clear
+      for (let step = 0; step < 300; step++) {
+        const what = random();
+        if (what < 0.3) {
+          const body = bytes(size(random() < 0.1 ? 70_000 : 300), step);
+          batch.push(body);
+          pending.push([...body]);
+        } else if (what < 0.45) {
+          // Item by item: the frame may move to a new buffer halfway.
+          const id = "i".repeat(size(400));
+          const body = bytes(size(200), step);
+          writeSend(batch, step, "q/v1/x", id, body);
+          pending.push([...encode([OP.SEND, step, "q/v1/x", id, body])]);
+        } else if (what < 0.55) {
+          const body = bytes(size(100), step);
+          batch.pushFramed(frame(body));
+          pending.push([...body]);
+        } else if (what < 0.85) {
+          const view = batch.take();
+          taken.push({ view, copy: [...view], bodies: pending });
+          pending = [];
+        } else if (what < 0.95) {
+          expect(copies(new FrameDecoder().push(batch.view().slice()))).toEqual(pending);
+          batch.clear();
+          pending = [];
+        } else {
+          expect(copies(new FrameDecoder().push(batch.view().slice()))).toEqual(pending);
+        }
+        expect(batch.byteLength).toBe(pending.reduce((n, body) => n + FRAME_HEADER_SIZE + body.length, 0));
+      }
+      for (const { view, copy, bodies } of taken) {
+        expect([...view]).toEqual(copy); // nothing written over what was handed out
+        expect(copies(new FrameDecoder(1 << 20).push(view))).toEqual(bodies);
+      }
+    }
   });
 });
