@@ -24,8 +24,11 @@ import { KittenError } from "../protocol/mod.ts";
 export interface PendingSend {
   readonly ref: number;
   readonly channel: string;
-  /** The whole SEND frame (length prefix included), encoded once and written to every broker that takes copies. */
-  readonly frame: Uint8Array;
+  /**
+   * The whole SEND frame (length prefix included), encoded once and written to every broker that
+   * takes copies: a view of a buffer shared with the sends made next to it, until it is refused.
+   */
+  frame: Uint8Array;
   readonly timeoutMs: number;
   /** performance.now() past which the send fails with TIMEOUT. */
   readonly deadline: number;
@@ -133,6 +136,9 @@ export class PendingSends {
 
   /** Refused with a code that waiting fixes: it waits, and a round of backoff begins unless one runs. */
   refused(send: PendingSend, error: KittenError): void {
+    // It may wait long while the sends around it are settled: a copy of its own, so that it does
+    // not keep their buffer alive.
+    if (send.refusals === 0) send.frame = send.frame.slice();
     send.refusal = this.#lastRefusal = error;
     send.refusals++;
     send.waiting = true;

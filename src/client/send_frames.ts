@@ -9,11 +9,10 @@ import { encodeBody } from "../protocol/body_encode.ts";
 import type { HostConnection } from "./connection.ts";
 
 /**
- * Where each SEND is encoded once; its bytes are then copied into every connection's batch, and
- * kept until the send is settled. The frames are views of buffers of this size, each holding
- * some eighty frames of the usual size: a send kept long keeps its buffer (16 KiB) alive.
+ * The size of the buffers a group's SEND frames are views of, some eighty frames of the usual
+ * size each: a frame kept keeps its buffer alive (see `SendFrames`).
  */
-const frames = new FrameBatch(16 * 1024);
+const FRAMES_BUFFER_BYTES = 16 * 1024;
 
 /**
  * The first id's counter: 36^7, written "10000000", so that every counter has 8 base-36 digits
@@ -25,7 +24,15 @@ const frames = new FrameBatch(16 * 1024);
  */
 export const FIRST_ID_COUNTER = 36 ** 7;
 
+/**
+ * The sends of one group's client. Each SEND is encoded once, into this group's own buffers, and
+ * kept until the send is settled; its bytes are copied into every connection's batch. Sends of
+ * one group are settled about in call order, so a buffer is freed soon after its last frame; a
+ * group whose sends wait (no master) keeps only buffers of its own sends. A send left waiting
+ * between settled ones (refused: PendingSends) is copied out of the buffer it was written in.
+ */
 export class SendFrames {
+  readonly #frames = new FrameBatch(FRAMES_BUFFER_BYTES);
   /** Channel names already checked: senders reuse a handful, checking each once is enough. */
   readonly #validChannels = new Set<string>();
   readonly #idPrefix = randomPrefix();
@@ -54,8 +61,8 @@ export class SendFrames {
     } catch (error) {
       throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
     }
-    writeSend(frames, ref, channel, this.#idPrefix + (this.#idCounter++).toString(36), body);
-    return frames.take();
+    writeSend(this.#frames, ref, channel, this.#idPrefix + (this.#idCounter++).toString(36), body);
+    return this.#frames.take();
   }
 }
 

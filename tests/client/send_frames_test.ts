@@ -37,3 +37,18 @@ it("SendFrames' ids differ from one client to the next, and a broker recognises 
   expect(first.every((id) => recent.has(id))).toBe(true);
   expect(second.some((id) => recent.has(id))).toBe(false);
 });
+
+it("SendFrames writes one group's frames one after the other in buffers of its own, never into another group's", () => {
+  const group = new SendFrames();
+  const other = new SendFrames();
+  const first = group.frame(1, "orders/v1/1", { n: 1 });
+  const second = group.frame(2, "orders/v1/1", { n: 2 });
+  const elsewhere = other.frame(1, "orders/v1/1", { n: 1 });
+  // Views, not copies: the sends of a burst share one buffer...
+  expect(second.buffer).toBe(first.buffer);
+  expect(second.byteOffset).toBe(first.byteOffset + first.length);
+  // ...which holds only this group's sends: a group whose sends wait keeps no other's alive.
+  expect(elsewhere.buffer).not.toBe(first.buffer);
+  expect(readSend(first, FRAME_HEADER_SIZE)!.ref).toBe(1);
+  expect(readSend(second, FRAME_HEADER_SIZE)!.ref).toBe(2);
+});
