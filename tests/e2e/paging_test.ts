@@ -201,7 +201,12 @@ it("paging: a paged message past its ttl expires when read back, even for a cons
   const consumer = await cleanup.client(broker);
   await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 5 }).ready;
   await consumer.consume("dead/v1/*", recorder(dead), { prefetch: 50 }).ready;
-  await waitFor(() => queue.counters.expired === 100 && dead.length === 100, 10_000);
+  await waitFor(() => queue.counters.expired === 100 && dead.length === 100, 10_000).catch((error: Error) => {
+    // Where it stood, for a failure that does not come back when run again.
+    const backlog = backlogOf(broker);
+    throw new Error(`${error.message}; expired ${queue.counters.expired}, dead-lettered and delivered ${dead.length}, ` +
+      `delivered alive ${got.length}, still paged ${backlog.count}, in memory ${queue.depth().ready}`);
+  });
   expect(got).toEqual([]);
   expect(numbers(dead)).toEqual(range(0, 100));
   expect(dead.every((r) => r.info.deadLetter?.reason === "ttl")).toBe(true);
