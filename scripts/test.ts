@@ -9,15 +9,24 @@
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { stageMainPackage } from "./package.ts";
+import { bunFailures } from "./test_failures.ts";
 
 interface RunResult {
   name: string;
   passed: number;
   failed: number;
   exitCode: number;
+  /** What the runner printed about each failed test, repeated at the end where a log's tail shows it. */
+  failures: string[];
 }
 
-function run(name: string, command: string, args: string[], parse: (output: string) => [number, number]): Promise<RunResult> {
+function run(
+  name: string,
+  command: string,
+  args: string[],
+  parse: (output: string) => [number, number],
+  failuresOf: (output: string) => string[] = () => [],
+): Promise<RunResult> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, FORCE_COLOR: "0", NO_COLOR: "1" } });
     let output = "";
@@ -29,11 +38,12 @@ function run(name: string, command: string, args: string[], parse: (output: stri
     child.stderr.on("data", collect(process.stderr));
     child.on("error", (error) => {
       console.error(`${name}: cannot start "${command}": ${error.message}`);
-      resolve({ name, passed: 0, failed: 0, exitCode: 127 });
+      resolve({ name, passed: 0, failed: 0, exitCode: 127, failures: [] });
     });
     child.on("close", (code) => {
-      const [passed, failed] = parse(output.replace(/\x1b\[[0-9;]*m/g, ""));
-      resolve({ name, passed, failed, exitCode: code ?? 1 });
+      const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
+      const [passed, failed] = parse(plain);
+      resolve({ name, passed, failed, exitCode: code ?? 1, failures: failed > 0 ? failuresOf(plain) : [] });
     });
   });
 }
@@ -47,10 +57,13 @@ function local(name: string): string {
 const bunArgs = process.argv.slice(2);
 const results: RunResult[] = [];
 results.push(
-  await run("bun", process.execPath, ["test", "--timeout", "20000", ...(bunArgs.length > 0 ? bunArgs : ["tests/"])], (out) => [
-    Number(/^\s*(\d+) pass$/m.exec(out)?.[1] ?? 0),
-    Number(/^\s*(\d+) fail$/m.exec(out)?.[1] ?? 0),
-  ]),
+  await run(
+    "bun",
+    process.execPath,
+    ["test", "--timeout", "20000", ...(bunArgs.length > 0 ? bunArgs : ["tests/"])],
+    (out) => [Number(/^\s*(\d+) pass$/m.exec(out)?.[1] ?? 0), Number(/^\s*(\d+) fail$/m.exec(out)?.[1] ?? 0)],
+    bunFailures,
+  ),
 );
 if (bunArgs.length === 0) {
   results.push(
@@ -92,13 +105,16 @@ if (bunArgs.length === 0) {
       ),
     );
   } else {
-    results.push({ name: "node", passed: 0, failed: 1, exitCode: 1 });
+    results.push({ name: "node", passed: 0, failed: 1, exitCode: 1, failures: [] });
   }
 }
 
 const passed = results.reduce((n, r) => n + r.passed, 0);
 const failed = results.reduce((n, r) => n + r.failed, 0);
 const broken = results.filter((r) => r.exitCode !== 0 && r.failed === 0);
+for (const r of results) {
+  for (const failure of r.failures) console.log(`\n${r.name}: a failed test and what came before it\n${failure}\n`);
+}
 for (const r of results) console.log(`${r.name}: ${r.passed} passed, ${r.failed} failed (exit ${r.exitCode})`);
 for (const r of broken) console.log(`${r.name} exited with ${r.exitCode} without reporting a failed test`);
 const summary = `${passed} passed, ${failed} failed`;
