@@ -10,20 +10,30 @@
  */
 import { copyBytes, decodeText, equalsAt, readAscii } from "./bytes.ts";
 import { decode, encode } from "./cbor.ts";
-import { FrameBatch, frame } from "./frame.ts";
+import { FrameBatch, frame, writeText } from "./frame.ts";
 import { type DeadLetterInfo, MAX_MESSAGE_ID_LENGTH, OP } from "./ops.ts";
 import type { AppendFields, AppendOp } from "./peer_ops.ts";
 
-/** Writes `[SEND, ref, channel, messageId, body]` as one frame. */
-export function writeSend(batch: FrameBatch, ref: number, channel: string, messageId: string, body: Uint8Array): void {
+/**
+ * Writes `[SEND, ref, channel, messageId, body]` as one frame. The channel and the message id come
+ * as CBOR text items (`textItem`): a client encodes each channel once, and writes each id's counter
+ * in place (client/send_frames.ts), instead of making and encoding two strings per send.
+ */
+export function writeSend(batch: FrameBatch, ref: number, channel: Uint8Array, messageId: Uint8Array, body: Uint8Array): void {
   batch.beginFrame();
   batch.arrayHeader(5);
   batch.uint(OP.SEND);
   batch.uint(ref);
-  batch.text(channel);
-  batch.text(messageId);
+  batch.encoded(channel);
+  batch.encoded(messageId);
   batch.bytes(body);
   batch.endFrame();
+}
+
+/** `value` as a CBOR text item (head and UTF-8 bytes). */
+export function textItem(value: string): Uint8Array {
+  const item = new Uint8Array(9 + value.length * 3);
+  return item.slice(0, writeText(item, 0, value));
 }
 
 /**

@@ -52,3 +52,17 @@ it("SendFrames writes one group's frames one after the other in buffers of its o
   expect(readSend(first, FRAME_HEADER_SIZE)!.ref).toBe(1);
   expect(readSend(second, FRAME_HEADER_SIZE)!.ref).toBe(2);
 });
+
+it("SendFrames' counter carries from z to 0 digit by digit, and gains a digit once every digit was z", () => {
+  const ids = idsOf(new SendFrames(36 ** 8 - 38), 4);
+  expect(ids.map((id) => id.split(".")[1])).toEqual(["zzzzzzyy", "zzzzzzyz", "zzzzzzz0", "zzzzzzz1"]);
+  const last = idsOf(new SendFrames(36 ** 8 - 2), 3);
+  expect(last.map((id) => id.split(".")[1])).toEqual(["zzzzzzzy", "zzzzzzzz", "100000000"]);
+  expect(new Set(last.map((id) => id.split(".")[0])).size).toBe(1);
+});
+
+it("SendFrames counts like base-36 toString from its first counter, across every digit's carry", () => {
+  const start = 36 ** 7 + 36 ** 3 - 5;
+  const ids = idsOf(new SendFrames(start), 50_000);
+  expect(ids.every((id, n) => id.split(".")[1] === (start + n).toString(36))).toBe(true);
+});

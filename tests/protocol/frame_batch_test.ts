@@ -5,7 +5,7 @@
 import { describe, expect, it } from "bun:test";
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import { frame, FRAME_HEADER_SIZE, FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
-import { writeSend } from "../../src/protocol/hot_ops.ts";
+import { textItem, writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
 import { bytes, concat, copies } from "../helpers/frame_bytes.ts";
 import { mulberry32 } from "../helpers/random.ts";
@@ -80,7 +80,7 @@ describe("FrameBatch", () => {
     const taken: Uint8Array[] = [];
     const sent: unknown[][] = [];
     const send = (ref: number, id: string) => {
-      writeSend(batch, ref, "q/v1/x", id, bytes(8, ref));
+      writeSend(batch, ref, textItem("q/v1/x"), textItem(id), bytes(8, ref));
       sent.push([OP.SEND, ref, "q/v1/x", id, bytes(8, ref)]);
       taken.push(batch.take());
     };
@@ -131,7 +131,7 @@ describe("FrameBatch", () => {
           // Item by item: the frame may move to a new buffer halfway.
           const id = "i".repeat(size(400));
           const body = bytes(size(200), step);
-          writeSend(batch, step, "q/v1/x", id, body);
+          writeSend(batch, step, textItem("q/v1/x"), textItem(id), body);
           pending.push([...encode([OP.SEND, step, "q/v1/x", id, body])]);
         } else if (what < 0.55) {
           const body = bytes(size(100), step);

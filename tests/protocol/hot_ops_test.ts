@@ -2,8 +2,13 @@ import { expect, it } from "bun:test";
 import { decode, encode } from "../../src/protocol/cbor.ts";
 import { FrameBatch, FrameDecoder } from "../../src/protocol/frame.ts";
 import type { DeadLetterInfo } from "../../src/protocol/ops.ts";
-import { peekOp, readDeliver, readSend, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
 import { OP } from "../../src/protocol/ops.ts";
+import { peekOp, readDeliver, readSend, textItem, writeDeliver, writeOk, writeSend } from "../../src/protocol/hot_ops.ts";
+
+/** writeSend with the channel and the id as strings. */
+function writeSendText(batch: FrameBatch, ref: number, channel: string, messageId: string, body: Uint8Array): void {
+  writeSend(batch, ref, textItem(channel), textItem(messageId), body);
+}
 
 function frames(write: (batch: FrameBatch) => void): Uint8Array[] {
   const batch = new FrameBatch(16);
@@ -14,7 +19,7 @@ function frames(write: (batch: FrameBatch) => void): Uint8Array[] {
 it("writeSend() and writeDeliver() produce plain CBOR that the generic decoder reads", () => {
   const body = encode({ hello: "wörld", n: 1 });
   const [send, deliver] = frames((batch) => {
-    writeSend(batch, 70000, "e/v1/ïd", "abc.1z", body);
+    writeSendText(batch, 70000, "e/v1/ïd", "abc.1z", body);
     writeDeliver(batch, 3, 2 ** 40, "abc.1z", "ïd", 2, body, 1_796_000_000_000);
   });
   expect(decode(send!)).toEqual([OP.SEND, 70000, "e/v1/ïd", "abc.1z", body]);
@@ -45,7 +50,7 @@ it("writeDeliver() and readDeliver() carry a dead letter's origin as the 9th ele
 
 it("peekOp() reads the operation of a frame without decoding it, and -1 for what is not [op, ...]", () => {
   const [send, ok] = frames((batch) => {
-    writeSend(batch, 1, "e/v1/a", "p.1", encode(1));
+    writeSendText(batch, 1, "e/v1/a", "p.1", encode(1));
     writeOk(batch, [1], false);
   });
   expect(peekOp(send!)).toBe(OP.SEND);
@@ -78,7 +83,7 @@ it("readSend() reads what writeSend() wrote, with repeated and changing channels
     [5, "e/v1/a", "p.2"],
   ];
   const read = frames((batch) => {
-    for (const [ref, channel, id] of cases) writeSend(batch, ref, channel, id, encode({ ref }));
+    for (const [ref, channel, id] of cases) writeSendText(batch, ref, channel, id, encode({ ref }));
   }).map((frame) => readSend(frame));
   expect(read.map((s) => [s?.ref, s?.channel, s?.messageId])).toEqual(cases);
   expect(read.map((s) => decode(s!.body))).toEqual(cases.map(([ref]) => ({ ref })));
@@ -86,13 +91,13 @@ it("readSend() reads what writeSend() wrote, with repeated and changing channels
 
 it("readSend() leaves to the generic path what checkSend() would refuse or does not expect", () => {
   const body = encode("x");
-  const [good] = frames((batch) => writeSend(batch, 1, "e/v1/a", "m.1", body));
+  const [good] = frames((batch) => writeSendText(batch, 1, "e/v1/a", "m.1", body));
   expect(readSend(good!)).toMatchObject({ ref: 1, channel: "e/v1/a", messageId: "m.1" });
   for (let cut = 0; cut < good!.length; cut++) expect(readSend(good!.subarray(0, cut))).toBeUndefined();
   expect(readSend(new Uint8Array([...good!, 0]))).toBeUndefined(); // trailing byte
-  const [emptyId] = frames((batch) => writeSend(batch, 1, "e/v1/a", "", body));
+  const [emptyId] = frames((batch) => writeSendText(batch, 1, "e/v1/a", "", body));
   expect(readSend(emptyId!)).toBeUndefined();
-  const [longId] = frames((batch) => writeSend(batch, 1, "e/v1/a", "x".repeat(129), body));
+  const [longId] = frames((batch) => writeSendText(batch, 1, "e/v1/a", "x".repeat(129), body));
   expect(readSend(longId!)).toBeUndefined();
   expect(readSend(encode([OP.SEND, -1, "e/v1/a", "m.1", body]))).toBeUndefined(); // negative ref
   expect(readSend(encode([OP.SEND, 1, "e/v1/a", "m.1", "not bytes"]))).toBeUndefined();
@@ -115,7 +120,7 @@ it("readDeliver() and readSend() read a frame in place inside a larger chunk, ne
   const body = encode({ n: 1 });
   const batch = new FrameBatch(16);
   writeDeliver(batch, 1, 2, "m.1", "d", 0, body, 5);
-  writeSend(batch, 7, "e/v1/a", "m.2", body);
+  writeSendText(batch, 7, "e/v1/a", "m.2", body);
   writeDeliver(batch, 3, 4, "m.3", "d", 1, body, 6);
   const chunk = batch.take();
   const spans: [number, number][] = [];
