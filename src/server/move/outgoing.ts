@@ -13,8 +13,11 @@
  *    streamed, waits for the target to hold everything up to it, and switches ownership in etcd,
  *    only while this broker is still its group's master at the epoch the move began with.
  *
- * Anything that goes wrong (the link, the target's refusal, no progress, a switch that does not
- * hold) rolls the move back: the queue stays here, unfenced, and the record says why.
+ * Until the target took the move, a link that fails (no address for its master yet, a target not
+ * master yet, one that does not know this broker yet, a connection refused) is tried again, for
+ * up to ACK_TIMEOUT_MS. Anything that goes wrong after (the link, the target's refusal, no
+ * progress, a switch that does not hold) rolls the move back: the queue stays here, unfenced, and
+ * the record says why.
  */
 import { checkMoveAck, encode, FrameBatch, type KittenError, OP, parseHost } from "../../protocol/mod.ts";
 import { writeAppend, writesByHand } from "../../protocol/hot_ops.ts";
@@ -66,8 +69,14 @@ const MIN_BURST_BYTES = 32 * 1024;
 const MAX_PACE_MS = 1_000;
 /** Bytes written to the target and not yet taken by the socket, at most: past it the target cannot keep up with the queue's traffic. */
 const MAX_UNSENT_BYTES = 256 * 1024 * 1024;
-/** The target must acknowledge something within this long while entries wait. */
+/** The target must acknowledge something within this long while entries wait (and take the move within it). */
 const ACK_TIMEOUT_MS = 10_000;
+/**
+ * A link to the target that fails before the target took the move is tried again this soon:
+ * a group just elected, or a target whose map has not shown it this broker yet (it refuses a
+ * peer it does not know), passes within moments. Past ACK_TIMEOUT_MS the move is rolled back.
+ */
+const LINK_RETRY_MS = 250;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
 const FENCE_TIMEOUT_MS = 5_000;
 
@@ -77,6 +86,9 @@ export class OutgoingMove {
   #state: State = "linking";
   #record: MoveRecord;
   #link: PeerLink | null = null;
+  /** Why the last link to the target failed before the target took the move, and the next try. */
+  #linkFailure: string | null = null;
+  #relink: ReturnType<typeof setTimeout> | null = null;
   #entries: Iterator<SnapshotEntry> | null = null;
   #seq = 0;
   /** Bytes queued for the target so far, and that total as it stood after each recent entry (by seq % OFFSETS). */
@@ -126,22 +138,42 @@ export class OutgoingMove {
     const record = this.#record;
     const leader = map.leader(record.to);
     const address = leader ? map.address(record.to, leader.serviceId) : null;
-    if (!address) return void this.rollback(`group "${record.to}" has no master with an address in etcd`);
-    this.host.log("info", `move of "${record.queue}" to group "${record.to}": linking to ${address}`);
-    this.#link = new PeerLink(parseHost(address), {
+    if (!address) return this.#linkFailed(`group "${record.to}" has no master with an address in etcd`);
+    if (this.#linkFailure === null) this.host.log("info", `move of "${record.queue}" to group "${record.to}": linking to ${address}`);
+    const link: PeerLink = new PeerLink(parseHost(address), {
       serviceId,
       keysDirectory: this.host.keysDirectory,
       keysName: this.host.keysName,
       maxFrameSize: this.host.maxFrameSize,
       welcomed: (welcome) => {
-        if (welcome.role !== "master") return void this.rollback(`"${address}" is not the master of group "${record.to}"`);
-        this.#link!.write([OP.MOVE_BEGIN, 0, { queue: record.queue, move: record.id }]);
+        if (this.#link !== link) return;
+        if (welcome.role !== "master") return this.#linkFailed(`"${address}" is not the master of group "${record.to}"`);
+        link.write([OP.MOVE_BEGIN, 0, { queue: record.queue, move: record.id }]);
       },
-      frame: (value) => this.#frame(value),
+      frame: (value) => {
+        if (this.#link === link) this.#frame(value);
+      },
       ended: (error) => {
-        if (error && this.#state !== "ended") this.rollback(`the link to the target ended: ${error.message}`);
+        if (!error || this.#link !== link || this.#state === "ended") return;
+        if (this.#state === "linking") return this.#linkFailed(`the link to the target ended: ${error.message}`);
+        this.rollback(`the link to the target ended: ${error.message}`);
       },
     });
+    this.#link = link;
+  }
+
+  /** The target could not be linked to, or did not take the move yet: try again (`tick` gives up). */
+  #linkFailed(reason: string): void {
+    if (this.#state !== "linking") return;
+    if (reason !== this.#linkFailure) this.host.log("warn", `move of "${this.#record.queue}" to group "${this.#record.to}": ${reason}; linking again`);
+    this.#linkFailure = reason;
+    const link = this.#link;
+    this.#link = null;
+    link?.close();
+    this.#relink ??= setTimeout(() => {
+      this.#relink = null;
+      if (this.#state === "linking") this.start();
+    }, LINK_RETRY_MS);
   }
 
   #frame(value: unknown[]): void {
@@ -351,7 +383,8 @@ export class OutgoingMove {
       return void this.rollback(`the target did not hold everything within ${FENCE_TIMEOUT_MS} ms of the fence`);
     }
     if (this.#state === "linking" && now - this.#record.requestedAt > ACK_TIMEOUT_MS && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
-      return void this.rollback(`the target did not take the move within ${ACK_TIMEOUT_MS} ms`);
+      const last = this.#linkFailure === null ? "" : `; the last try: ${this.#linkFailure}`;
+      return void this.rollback(`the target did not take the move within ${ACK_TIMEOUT_MS} ms${last}`);
     }
     if (now - this.#progressAt >= PROGRESS_MS) this.#progress();
   }
@@ -396,6 +429,7 @@ export class OutgoingMove {
   #end(): void {
     this.#state = "ended";
     if (this.#paced) clearTimeout(this.#paced);
+    if (this.#relink) clearTimeout(this.#relink);
     this.#entries = null;
     this.#frames.clear();
     this.#removed = [];
