@@ -2,8 +2,11 @@
  * Operations of a queue move (PROTOCOL.md, "Moving a queue"): the source group's master connects to
  * the target group's master as a peer and streams the queue to it while it keeps serving.
  *
- * - `[MOVE_BEGIN, ref, {queue, move}]`: the target takes the queue in, as `move` (the id of the move
- *   record in etcd) says; answered with OK, or ERROR MOVE_REFUSED.
+ * - `[MOVE_BEGIN, ref, {queue, move, resume?}]`: the target takes the queue in, as `move` (the id of
+ *   the move record in etcd) says; answered with OK, or ERROR MOVE_REFUSED. `resume: true`: the
+ *   source's link to this group's master ended during the snapshot, and it links again: the
+ *   target keeps what it holds of the queue (what its group's master before it replicated), and
+ *   the source writes again what it had not acknowledged.
  * - `[MOVE_APPEND, seq, …, delay?]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
  *   id, queue, destination, body, created, deliveries and dead-letter information; then, for a
  *   message nacked with a delay on the source, the ms it still has to wait (sent again at the
@@ -19,7 +22,7 @@
 import { KittenError } from "./errors.ts";
 import type { OP } from "./ops.ts";
 
-export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string }];
+export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string; resume?: boolean }];
 export type MoveAckOp = [typeof OP.MOVE_ACK, number, (number | null)?];
 
 function bad(op: string, detail: string): KittenError {
@@ -27,11 +30,12 @@ function bad(op: string, detail: string): KittenError {
 }
 
 export function checkMoveBegin(v: unknown[]): MoveBeginOp {
-  const info = v[2] as { queue?: unknown; move?: unknown } | undefined;
+  const info = v[2] as { queue?: unknown; move?: unknown; resume?: unknown } | undefined;
   if (typeof v[1] !== "number" || !Number.isSafeInteger(v[1]) || v[1] < 0) throw bad("move-begin", "ref must be an unsigned integer");
   if (typeof info !== "object" || info === null || typeof info.queue !== "string" || typeof info.move !== "string") {
     throw bad("move-begin", "expected {queue, move}");
   }
+  if (info.resume !== undefined && typeof info.resume !== "boolean") throw bad("move-begin", "resume must be a boolean");
   return v as MoveBeginOp;
 }
 

@@ -78,7 +78,7 @@ export class ReplicaStream {
       get clientId() {
         return session.clientId;
       },
-      begin: (queue, id) => broker.moves.begin(queue, id),
+      begin: (queue, id, resume) => broker.moves.begin(queue, id, resume),
       traffic: broker.moves.traffic,
       append: (append, delayMs) => broker.acceptMoved(append, delayMs),
       push: (op) => {

@@ -48,9 +48,14 @@ function publish(mq: Client, confirmed: Set<number>, from: number, window = 200)
  * A deployment of g1 and g2 with the queue on g1 and a backlog of `backlog` confirmed messages;
  * g2's brokers behind relays when `relayed`.
  */
-async function setUp(backlog = BACKLOG, relayed = false): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
+async function setUp(
+  backlog = BACKLOG,
+  relayed = false,
+  perGroup = 2,
+  cluster: Record<string, unknown> = {},
+): Promise<{ d: MoveDeployment; publisher: Client; confirmed: Set<number> }> {
   const d = suite.deploy();
-  await d.start(["g1", "g2"], 2, { channels: { [QUEUE]: { group: "g1" } } }, relayed ? ["g2"] : []);
+  await d.start(["g1", "g2"], perGroup, { channels: { [QUEUE]: { group: "g1" } }, cluster }, relayed ? ["g2"] : []);
   const publisher = await client(d.hosts(), "publisher");
   const confirmed = new Set<number>();
   const fill = publish(publisher, confirmed, 0, 1000);
@@ -111,7 +116,7 @@ it("kill -9 of the source group's master during the snapshot: its next master ro
   await finish(d, sending, confirmed);
 }, 120_000);
 
-it("kill -9 of the target group's master during the snapshot: the source rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
+it("kill -9 of the target group's master during the snapshot, leaving its group one broker (minInSyncReplicas 2): the source rolls the move back, the queue stays on g1, nothing confirmed is lost", async () => {
   const { d, publisher, confirmed } = await setUp();
   const source = (await d.leader("g1"))!;
   const target = (await d.leader("g2"))!;
@@ -123,6 +128,32 @@ it("kill -9 of the target group's master during the snapshot: the source rolls t
   expect(ended.state).toBe("rolled-back");
   expect(await d.owner(QUEUE)).toBe("g1");
   await confirmedAgain(confirmed, "sends go on on g1");
+  await finish(d, sending, confirmed);
+}, 120_000);
+
+it("kill -9 of the target group's master during the snapshot, with two slaves: the source links to the one elected in its place, which keeps what it held; the move ends done, nothing confirmed is lost", async () => {
+  // g2 behind relays, to see its acknowledgements; the snapshot paced, to kill in its middle.
+  const { d, publisher, confirmed } = await setUp(BACKLOG, true, 3, { moveBytesPerSecond: 500_000 });
+  const source = (await d.leader("g1"))!;
+  const target = (await d.leader("g2"))!;
+  let acks = 0;
+  target.broker.relay!.holdAfterFrame((frame) => {
+    if (Array.isArray(frame) && frame[0] === OP.MOVE_ACK) acks++;
+    return false; // watched, never held
+  });
+  const sending = publish(publisher, confirmed, 1_000_000, 50);
+  const record = await d.requestMove(QUEUE, "g2");
+  // Part of the snapshot is held by the target and its in-sync slaves: the next master keeps it.
+  await waitFor(() => acks >= 3, 20_000, "the target acknowledges part of the snapshot");
+  await d.kill(target.broker);
+  const ended = await moveEnd(d, record.id);
+  expect({ state: ended.state, reason: ended.reason ?? null }).toEqual({ state: "done", reason: null });
+  expect(source.broker.child!.output()).toMatch(/linked to the target again; writing again \d+ bytes it had not acknowledged \(entries after [1-9]\d*\)/);
+  const elected = (await d.leader("g2"))!;
+  expect(elected.broker).not.toBe(target.broker);
+  expect(elected.broker.child!.output()).toMatch(/taking it in from group "g1" \(move [^)]+\) again \(keeping the messages it held as a slave\)/);
+  expect(await d.owner(QUEUE)).toBe("g2");
+  await confirmedAgain(confirmed, "sends go on on g2");
   await finish(d, sending, confirmed);
 }, 120_000);
 

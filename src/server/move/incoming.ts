@@ -14,8 +14,11 @@ import type { Mirror } from "../cluster/mirror.ts";
 import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
 
 export interface IncomingHost {
-  /** Opens the queue for the move (waits a moment for its record to reach this broker); throws MOVE_REFUSED. */
-  begin(queue: string, move: string): Promise<Mirror>;
+  /**
+   * Opens the queue for the move (waits a moment for its record to reach this broker); throws
+   * MOVE_REFUSED. `resume`: the source links again, and what this broker holds of the queue stays.
+   */
+  begin(queue: string, move: string, resume: boolean): Promise<Mirror>;
   /** Stores a streamed message (a promise while its commit and replication run); `delayMs`: a delayed requeue's wait left. */
   append(value: ReturnType<typeof checkAppend>, delayMs: number): void | Promise<void>;
   /** This broker's client traffic: each MOVE_ACK tells the source how much of it is left (pacer.ts). */
@@ -48,8 +51,8 @@ export class IncomingMove {
     this.#checkPeer();
     switch (value[0]) {
       case OP.MOVE_BEGIN: {
-        const [, ref, { queue, move }] = checkMoveBegin(value);
-        this.host.begin(queue, move).then(
+        const [, ref, { queue, move, resume }] = checkMoveBegin(value);
+        this.host.begin(queue, move, resume === true).then(
           (mirror) => {
             this.#queue = queue;
             this.#mirror = mirror;

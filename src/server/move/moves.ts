@@ -97,23 +97,35 @@ export class Moves {
     return this.incoming.size === 0 ? null : this.incoming.get(queue) ?? null;
   }
 
-  /** MOVE_BEGIN on this broker: opens `queue` for the move `id` once etcd's record says so. */
-  async begin(queue: string, id: string): Promise<Mirror> {
+  /**
+   * MOVE_BEGIN on this broker: opens `queue` for the move `id` once etcd's record says so. With
+   * `resume` (the source links again after its link to this group's master ended), what this
+   * broker holds of the queue stays: as master before, or as the slave of the master that took
+   * the move (elected in its place), it holds every message the source saw acknowledged.
+   */
+  async begin(queue: string, id: string, resume = false): Promise<Mirror> {
     const refuse = (why: string) => new KittenError("MOVE_REFUSED", `Cannot take queue "${queue}" in: ${why}`);
     const record = await this.#recordOf(queue, id);
     if (!record) throw refuse(`no move ${id} of it is recorded in etcd`);
     if (record.state !== "copying" || record.to !== this.#group) throw refuse(`move ${id} is ${record.state}, to group "${record.to}"`);
     if (!this.host.isMaster) throw refuse(`this broker is not the master of group "${this.#group}"`);
+    const held = this.host.queues.has(queue) && !this.incoming.has(queue);
     // What an earlier, rolled-back attempt left here goes first.
-    if (this.host.queues.has(queue) && !this.incoming.has(queue)) this.host.dropQueue(queue);
+    if (held && !resume) this.host.dropQueue(queue);
     const target = this.host.queue(queue);
     let mirror = this.incoming.get(queue);
+    const taking = mirror !== undefined;
     if (!mirror) {
       mirror = new Mirror(new Map([[queue, target]]));
-      target.mirroring = true; // held whole, no ttl nor overflow, until the switch
+      // Held whole, no ttl nor overflow, until the switch; what this broker held as a slave is
+      // tracked by id from now on, so that the source's removals find it.
+      if (held && resume) mirror.start();
+      else target.mirroring = true;
       this.incoming.set(queue, mirror);
     }
-    this.host.log.info("move", `queue=${queue};taking it in from group "${record.from}" (move ${id})`);
+    const kept = taking ? "keeping what it took so far" : held ? "keeping the messages it held as a slave" : "holding none of them";
+    const how = resume ? `again (${kept})` : "";
+    this.host.log.info("move", `queue=${queue};taking it in from group "${record.from}" (move ${id})${how ? ` ${how}` : ""}`);
     return mirror;
   }
 

@@ -2,7 +2,8 @@
  * A queue move, on the source group's master: it streams the queue to the target group's master
  * while the queue keeps serving, then fences it and switches ownership.
  *
- * 1. Links to the target's master as a peer (peer_link.ts) and says MOVE_BEGIN.
+ * 1. Links to the target's master as a peer and says MOVE_BEGIN (target_link.ts: a link that
+ *    fails before the target takes the move is made again, for up to ACK_TIMEOUT_MS).
  * 2. Taps the queue (every message it takes from then on, and every message settled, goes to the
  *    target as it happens) and, in the same turn of the event loop, takes its snapshot (messages
  *    in memory and being stored, then the rows paged to the store, read page by page): nothing is
@@ -13,20 +14,21 @@
  *    streamed, waits for the target to hold everything up to it, and switches ownership in etcd,
  *    only while this broker is still its group's master at the epoch the move began with.
  *
- * Until the target took the move, a link that fails (no address for its master yet, a target not
- * master yet, one that does not know this broker yet, a connection refused) is tried again, for
- * up to ACK_TIMEOUT_MS. Anything that goes wrong after (the link, the target's refusal, no
- * progress, a switch that does not hold) rolls the move back: the queue stays here, unfenced, and
- * the record says why.
+ * A link that ends while the snapshot streams is made again (to the same master, or to the one
+ * its group elects in its place), and what the target had not acknowledged is written again
+ * (unacked_stream.ts): the target keeps what it holds. Anything else that goes wrong (a link
+ * that ends once the queue is fenced, the target's refusal, no progress, a switch that does not
+ * hold) rolls the move back: the queue stays here, unfenced, and the record says why.
  */
-import { checkMoveAck, encode, FrameBatch, type KittenError, OP, parseHost } from "../../protocol/mod.ts";
+import { checkMoveAck, encode, FrameBatch, type KittenError, OP } from "../../protocol/mod.ts";
 import { writeAppend, writesByHand } from "../../protocol/hot_ops.ts";
 import type { Message } from "../queue/message.ts";
 import type { Queue } from "../queue/queue.ts";
 import type { Snapshot, SnapshotEntry } from "../cluster/replica.ts";
 import type { MoveRecord } from "../cluster/move_records.ts";
 import type { QueueMap } from "../cluster/queue_map.ts";
-import { PeerLink } from "./peer_link.ts";
+import { TargetLink } from "./target_link.ts";
+import { UnackedStream } from "./unacked_stream.ts";
 import { MovePacer } from "./pacer.ts";
 import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
 
@@ -71,24 +73,26 @@ const MAX_PACE_MS = 1_000;
 const MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** The target must acknowledge something within this long while entries wait (and take the move within it). */
 const ACK_TIMEOUT_MS = 10_000;
-/**
- * A link to the target that fails before the target took the move is tried again this soon:
- * a group just elected, or a target whose map has not shown it this broker yet (it refuses a
- * peer it does not know), passes within moments. Past ACK_TIMEOUT_MS the move is rolled back.
- */
-const LINK_RETRY_MS = 250;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
 const FENCE_TIMEOUT_MS = 5_000;
 
-type State = "linking" | "streaming" | "fenced" | "switching" | "ended";
+/**
+ * "relinking": the link to the target ended while the snapshot streamed; the source links to the
+ * target group's master again (the same broker, or the slave elected in its place) and writes
+ * again what it had not acknowledged (unacked_stream.ts).
+ */
+type State = "linking" | "streaming" | "relinking" | "fenced" | "switching" | "ended";
 
 export class OutgoingMove {
   #state: State = "linking";
   #record: MoveRecord;
-  #link: PeerLink | null = null;
-  /** Why the last link to the target failed before the target took the move, and the next try. */
-  #linkFailure: string | null = null;
-  #relink: ReturnType<typeof setTimeout> | null = null;
+  /** The link to the target group's master, made again while it fails before the target takes the move. */
+  readonly #target: TargetLink;
+  /** When the link ended while streaming (relinking since), and what was acknowledged at the last resume. */
+  #linkLostAt = 0;
+  #ackedAtResume = -1;
+  /** What the target has not acknowledged yet, as written: written again after a new link. */
+  readonly #unacked = new UnackedStream();
   #entries: Iterator<SnapshotEntry> | null = null;
   #seq = 0;
   /** Bytes queued for the target so far, and that total as it stood after each recent entry (by seq % OFFSETS). */
@@ -120,6 +124,11 @@ export class OutgoingMove {
 
   constructor(readonly host: OutgoingHost, readonly queue: Queue, record: MoveRecord) {
     this.#record = record;
+    this.#target = new TargetLink(host, record, {
+      taken: () => (this.#state === "relinking" ? this.#resumed() : this.#state === "linking" ? this.#begin() : undefined),
+      frame: (value) => this.#frame(value),
+      lost: (reason) => this.#linkLost(reason),
+    });
     this.#lastAckAt = host.now();
     this.#progressAt = host.now();
   }
@@ -134,58 +143,28 @@ export class OutgoingMove {
   }
 
   start(): void {
-    const { map, serviceId } = this.host;
-    const record = this.#record;
-    const leader = map.leader(record.to);
-    const address = leader ? map.address(record.to, leader.serviceId) : null;
-    if (!address) return this.#linkFailed(`group "${record.to}" has no master with an address in etcd`);
-    if (this.#linkFailure === null) this.host.log("info", `move of "${record.queue}" to group "${record.to}": linking to ${address}`);
-    const link: PeerLink = new PeerLink(parseHost(address), {
-      serviceId,
-      keysDirectory: this.host.keysDirectory,
-      keysName: this.host.keysName,
-      maxFrameSize: this.host.maxFrameSize,
-      welcomed: (welcome) => {
-        if (this.#link !== link) return;
-        if (welcome.role !== "master") return this.#linkFailed(`"${address}" is not the master of group "${record.to}"`);
-        link.write([OP.MOVE_BEGIN, 0, { queue: record.queue, move: record.id }]);
-      },
-      frame: (value) => {
-        if (this.#link === link) this.#frame(value);
-      },
-      ended: (error) => {
-        if (!error || this.#link !== link || this.#state === "ended") return;
-        if (this.#state === "linking") return this.#linkFailed(`the link to the target ended: ${error.message}`);
-        this.rollback(`the link to the target ended: ${error.message}`);
-      },
-    });
-    this.#link = link;
+    this.#target.open(false);
   }
 
-  /** The target could not be linked to, or did not take the move yet: try again (`tick` gives up). */
-  #linkFailed(reason: string): void {
-    if (this.#state !== "linking") return;
-    if (reason !== this.#linkFailure) this.host.log("warn", `move of "${this.#record.queue}" to group "${this.#record.to}": ${reason}; linking again`);
-    this.#linkFailure = reason;
-    const link = this.#link;
-    this.#link = null;
-    link?.close();
-    this.#relink ??= setTimeout(() => {
-      this.#relink = null;
-      if (this.#state === "linking") this.start();
-    }, LINK_RETRY_MS);
+  /** The link ended after the target took the move: made again while the snapshot streams (the target's group may elect another master). */
+  #linkLost(reason: string): void {
+    if (this.#state === "ended") return;
+    // While fenced, sends to the queue are held: they do not wait for the target group's election.
+    if (this.#state !== "streaming") return void this.rollback(reason);
+    this.#state = "relinking";
+    this.#linkLostAt = this.host.now();
+    this.host.log("warn", `move of "${this.queue.name}" to group "${this.#record.to}": ${reason}; linking again`);
+    this.#target.open(true);
   }
 
   #frame(value: unknown[]): void {
     switch (value[0]) {
-      case OP.OK:
-        if (this.#state === "linking") this.#begin();
-        return;
       case OP.MOVE_ACK: {
         const [, seq, traffic] = checkMoveAck(value);
         this.#targetTraffic = traffic ?? null;
         if (seq <= this.#acked) return;
         this.#acked = seq;
+        this.#unacked.acknowledge(seq);
         this.#lastAckAt = this.host.now();
         this.#pump();
         return;
@@ -209,15 +188,37 @@ export class OutgoingMove {
     this.#pump();
   }
 
+  /**
+   * The target's master took the move again over a new link (the one before ended while the
+   * snapshot streamed): what it has not acknowledged is written again (it drops what it holds).
+   */
+  #resumed(): void {
+    // A target that loses the link again before acknowledging anything new would be linked to forever.
+    if (this.#acked === this.#ackedAtResume) {
+      return void this.rollback(`the link to the target ended again before it acknowledged anything more: ${this.#target.failure}`);
+    }
+    this.#ackedAtResume = this.#acked;
+    this.#state = "streaming";
+    this.#lastAckAt = this.host.now();
+    this.host.log("info", `move of "${this.queue.name}": linked to the target again; writing again ${this.#unacked.bytes} bytes it had not acknowledged (entries after ${this.#acked})`);
+    for (const bytes of this.#unacked.chunks()) this.#target.writeFramed(bytes);
+    this.#pump();
+  }
+
+  /** True while the queue's messages and settlements go to the target (the tap). */
+  get #tapped(): boolean {
+    return this.#state === "streaming" || this.#state === "fenced" || this.#state === "relinking";
+  }
+
   /** A message the queue took (the tap): streamed at once. */
   appended(message: Message): void {
-    if (this.#state !== "streaming" && this.#state !== "fenced") return;
+    if (!this.#tapped) return;
     this.#push(message);
   }
 
   /** A message of the queue settled (acked, dead, expired): the target drops it too. */
   settled(message: Message): void {
-    if (this.#state !== "streaming" && this.#state !== "fenced") return;
+    if (!this.#tapped) return;
     this.#removed.push(message.id);
     this.#schedule();
   }
@@ -294,7 +295,9 @@ export class OutgoingMove {
     if (frames.byteLength === 0) return;
     const bytes = frames.take();
     this.#bytes += bytes.length;
-    this.#link?.writeFramed(bytes);
+    this.#unacked.push(this.#seq, bytes);
+    // While relinking the link drops them: they are written again once the target takes the move again.
+    this.#target.writeFramed(bytes);
   }
 
   /** Streams snapshot entries while the window allows; once all are held, fences the queue. */
@@ -373,7 +376,16 @@ export class OutgoingMove {
   /** About once a second: progress to the record, and a target that stopped acknowledging ends the move. */
   tick(now: number): void {
     if (this.#state === "ended" || this.#state === "switching") return;
-    if ((this.#link?.pendingBytes ?? 0) > MAX_UNSENT_BYTES) {
+    if (this.#state === "relinking") {
+      if (now - this.#linkLostAt > ACK_TIMEOUT_MS) {
+        return void this.rollback(`the target could not be linked to again within ${ACK_TIMEOUT_MS} ms; the last try: ${this.#target.failure}`);
+      }
+      if (this.#unacked.bytes > MAX_UNSENT_BYTES) {
+        return void this.rollback(`the target could not be linked to again before ${MAX_UNSENT_BYTES / 1048576} MiB waited to be sent`);
+      }
+      return;
+    }
+    if (this.#target.pendingBytes > MAX_UNSENT_BYTES) {
       return void this.rollback(`the target takes the queue's traffic more slowly than it comes: ${MAX_UNSENT_BYTES / 1048576} MiB wait to be sent`);
     }
     if (this.#seq > this.#acked && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
@@ -383,7 +395,7 @@ export class OutgoingMove {
       return void this.rollback(`the target did not hold everything within ${FENCE_TIMEOUT_MS} ms of the fence`);
     }
     if (this.#state === "linking" && now - this.#record.requestedAt > ACK_TIMEOUT_MS && now - this.#lastAckAt > ACK_TIMEOUT_MS) {
-      const last = this.#linkFailure === null ? "" : `; the last try: ${this.#linkFailure}`;
+      const last = this.#target.failure === null ? "" : `; the last try: ${this.#target.failure}`;
       return void this.rollback(`the target did not take the move within ${ACK_TIMEOUT_MS} ms${last}`);
     }
     if (now - this.#progressAt >= PROGRESS_MS) this.#progress();
@@ -429,11 +441,11 @@ export class OutgoingMove {
   #end(): void {
     this.#state = "ended";
     if (this.#paced) clearTimeout(this.#paced);
-    if (this.#relink) clearTimeout(this.#relink);
     this.#entries = null;
     this.#frames.clear();
+    this.#unacked.clear();
     this.#removed = [];
-    this.#link?.close();
+    this.#target.close();
     this.host.ended(this);
   }
 
