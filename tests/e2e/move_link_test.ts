@@ -28,6 +28,15 @@ async function withTargetDown(): Promise<MoveDeployment> {
   return d;
 }
 
+/** Consumes the queue and checks that messages 0 to `total` - 1 each came, none other. */
+async function expectEveryMessage(d: MoveDeployment, total: number, by: string): Promise<void> {
+  const received = new Map<number, number>();
+  const consumer = await suite.client(d.hosts(), "consumer");
+  consumer.consume(`${QUEUE}/*`, countingInto(received, "n"), { prefetch: 1000 });
+  await waitFor(() => received.size === total, 30_000, `every message delivered by ${by}`);
+  expect([...received.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
+}
+
 const source = (d: MoveDeployment) => d.brokers.find((b) => b.group === "g1")!;
 const target = (d: MoveDeployment) => d.brokers.find((b) => b.group === "g2")!;
 
@@ -40,11 +49,7 @@ it("a target that cannot be linked to at first: the source links again until it 
   const ended = await d.waitForRecord(QUEUE, (r) => r.id === record.id && r.state !== "copying", 30_000, "the move ends");
   expect({ state: ended.state, reason: ended.reason ?? null }).toEqual({ state: "done", reason: null });
   expect(await d.owner(QUEUE)).toBe("g2");
-  const received = new Map<number, number>();
-  const consumer = await suite.client(d.hosts(), "consumer");
-  consumer.consume(`${QUEUE}/*`, countingInto(received, "n"), { prefetch: 100 });
-  await waitFor(() => received.size === BACKLOG, 30_000, "every message delivered by g2");
-  expect([...received.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: BACKLOG }, (_, n) => n));
+  await expectEveryMessage(d, BACKLOG, "g2");
 }, 60_000);
 
 it("a target that cannot be linked to for 10 s: the move is rolled back, naming the last failure, and the queue stays", async () => {
@@ -54,10 +59,7 @@ it("a target that cannot be linked to for 10 s: the move is rolled back, naming 
   expect(ended.state).toBe("rolled-back");
   expect(ended.reason).toContain("the target did not take the move within 10000 ms; the last try: the link to the target ended");
   expect(await d.owner(QUEUE)).toBe("g1");
-  const received = new Map<number, number>();
-  const consumer = await suite.client(d.hosts(), "consumer");
-  consumer.consume(`${QUEUE}/*`, countingInto(received, "n"), { prefetch: 100 });
-  await waitFor(() => received.size === BACKLOG, 30_000, "every message delivered by g1");
+  await expectEveryMessage(d, BACKLOG, "g1");
 }, 60_000);
 
 it("a link cut while the snapshot streams: the source links again, writes what was not acknowledged, and the move ends done with every message", async () => {
@@ -82,9 +84,5 @@ it("a link cut while the snapshot streams: the source links again, writes what w
   const log = source(d).child!.output();
   expect(log).toMatch(/linked to the target again; writing again \d+ bytes it had not acknowledged \(entries after [1-9]\d*\)/);
   expect(target(d).child!.output()).toContain("again (keeping what it took so far)");
-  const received = new Map<number, number>();
-  const consumer = await suite.client(d.hosts(), "consumer");
-  consumer.consume(`${QUEUE}/*`, countingInto(received, "n"), { prefetch: 1000 });
-  await waitFor(() => received.size === total, 30_000, "every message delivered by g2");
-  expect([...received.keys()].sort((a, b) => a - b)).toEqual(Array.from({ length: total }, (_, n) => n));
+  await expectEveryMessage(d, total, "g2");
 }, 90_000);
