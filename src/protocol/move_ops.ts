@@ -3,10 +3,10 @@
  * the target group's master as a peer and streams the queue to it while it keeps serving.
  *
  * - `[MOVE_BEGIN, ref, {queue, move, resume?}]`: the target takes the queue in, as `move` (the id of
- *   the move record in etcd) says; answered with OK, or ERROR MOVE_REFUSED. `resume: true`: the
+ *   the move record in etcd) says; answered with OK, or ERROR MOVE_REFUSED. `resume` (a seq): the
  *   source's link to this group's master ended during the snapshot, and it links again: the
  *   target keeps what it holds of the queue (what its group's master before it replicated), and
- *   the source writes again what it had not acknowledged.
+ *   the source writes again what it had not acknowledged; entries up to `resume` may be held.
  * - `[MOVE_APPEND, seq, …, delay?]`: a message of the queue, the fields of APPEND (peer_ops.ts): its
  *   id, queue, destination, body, created, deliveries and dead-letter information; then, for a
  *   message nacked with a delay on the source, the ms it still has to wait (sent again at the
@@ -22,7 +22,7 @@
 import { KittenError } from "./errors.ts";
 import type { OP } from "./ops.ts";
 
-export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string; resume?: boolean }];
+export type MoveBeginOp = [typeof OP.MOVE_BEGIN, number, { queue: string; move: string; resume?: number }];
 export type MoveAckOp = [typeof OP.MOVE_ACK, number, (number | null)?];
 
 function bad(op: string, detail: string): KittenError {
@@ -35,7 +35,9 @@ export function checkMoveBegin(v: unknown[]): MoveBeginOp {
   if (typeof info !== "object" || info === null || typeof info.queue !== "string" || typeof info.move !== "string") {
     throw bad("move-begin", "expected {queue, move}");
   }
-  if (info.resume !== undefined && typeof info.resume !== "boolean") throw bad("move-begin", "resume must be a boolean");
+  if (info.resume !== undefined && (typeof info.resume !== "number" || !Number.isSafeInteger(info.resume) || info.resume < 0)) {
+    throw bad("move-begin", "resume must be an unsigned integer (a seq)");
+  }
   return v as MoveBeginOp;
 }
 

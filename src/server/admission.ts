@@ -99,8 +99,9 @@ export function admit(host: AdmissionHost, channelName: string, messageId: strin
  * rules, format or bound (the source checked them when it took the message), stored and
  * replicated like a send. A message the queue holds already (streamed twice) is not queued again;
  * a delay (`delayMs`, a requeue nacked with one on the source) applies to it either way.
+ * `mayBeHeld`: written again after the source linked again, so looked for in the store too.
  */
-export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, delayMs = 0): void | Promise<void> {
+export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, delayMs = 0, mayBeHeld = false): void | Promise<void> {
   const [, , messageId, , destination, body, created, deliveries, deadLetter] = append;
   const { intake, moves } = host;
   // Only what this queue holds now counts as a duplicate: the recent ids of the whole broker may
@@ -117,10 +118,11 @@ export function admitMoved(host: AdmissionHost, queue: Queue, append: AppendOp, 
     }
     return intake.commitOf(messageId); // undefined for a message held already
   }
-  // A delayed message sent again at the fence that the target holds in its store only (it pages
-  // too): not stored twice, and the delay does not reach it. Looked up for these few only: a
-  // store read per streamed message would slow every move into a queue that pages.
-  if (delayMs > 0 && queue.backlog.count > 0 && intake.whereIs(messageId) === "paged") return;
+  // A delayed message sent again at the fence, or one written again after the source linked
+  // again, that the target holds in its store only (it pages too): not stored twice, and a delay
+  // does not reach it. Looked up for these few only: a store read per streamed message would
+  // slow every move into a queue that pages.
+  if ((delayMs > 0 || mayBeHeld) && queue.backlog.count > 0 && intake.whereIs(messageId) === "paged") return;
   const channelName = `${queue.name}/${destination}`;
   checkDisk(host, queue, channelName); // a disk below its floor refuses the move (rolled back)
   const replication = host.cluster.replication;

@@ -401,8 +401,8 @@ export class Broker {
   }
 
   /** A message a queue move streams in (admission.ts, admitMoved). */
-  acceptMoved(append: AppendOp, delayMs = 0): void | Promise<void> {
-    return admitMoved(this.#admission, this.queue(append[3]), append, delayMs);
+  acceptMoved(append: AppendOp, delayMs = 0, mayBeHeld = false): void | Promise<void> {
+    return admitMoved(this.#admission, this.queue(append[3]), append, delayMs, mayBeHeld);
   }
 
   /**

@@ -80,7 +80,7 @@ export class ReplicaStream {
       },
       begin: (queue, id, resume) => broker.moves.begin(queue, id, resume),
       traffic: broker.moves.traffic,
-      append: (append, delayMs) => broker.acceptMoved(append, delayMs),
+      append: (append, delayMs, mayBeHeld) => broker.acceptMoved(append, delayMs, mayBeHeld),
       push: (op) => {
         if (session.isClosed) return;
         out.push(op);

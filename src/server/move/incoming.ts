@@ -20,7 +20,8 @@ export interface IncomingHost {
    */
   begin(queue: string, move: string, resume: boolean): Promise<Mirror>;
   /** Stores a streamed message (a promise while its commit and replication run); `delayMs`: a delayed requeue's wait left. */
-  append(value: ReturnType<typeof checkAppend>, delayMs: number): void | Promise<void>;
+  /** `mayBeHeld`: written again after the source linked again (the queue may hold it in its store only). */
+  append(value: ReturnType<typeof checkAppend>, delayMs: number, mayBeHeld: boolean): void | Promise<void>;
   /** This broker's client traffic: each MOVE_ACK tells the source how much of it is left (pacer.ts). */
   readonly traffic: TrafficMeter;
   /** The connection is a peer broker (hello.peer): only a peer may stream a move. */
@@ -42,6 +43,8 @@ export class IncomingMove {
   /** The entries read in this turn of the event loop: the highest seq, and the commits it waits for. */
   #turn: { seq: number; stored: Promise<void>[] } | null = null;
   #failed = false;
+  /** The entries up to this seq are written again after the source linked again (MOVE_BEGIN's `resume`). */
+  #resentThrough = 0;
   /** The client traffic here before the move began. */
   #traffic: TrafficBaseline | null = null;
 
@@ -52,7 +55,8 @@ export class IncomingMove {
     switch (value[0]) {
       case OP.MOVE_BEGIN: {
         const [, ref, { queue, move, resume }] = checkMoveBegin(value);
-        this.host.begin(queue, move, resume === true).then(
+        this.#resentThrough = resume ?? 0;
+        this.host.begin(queue, move, resume !== undefined).then(
           (mirror) => {
             this.#queue = queue;
             this.#mirror = mirror;
@@ -83,7 +87,7 @@ export class IncomingMove {
     this.#check(append[3]);
     let stored: void | Promise<void>;
     try {
-      stored = this.host.append(append, delayMs);
+      stored = this.host.append(append, delayMs, append[1] <= this.#resentThrough);
     } catch (error) {
       // Refused (a full disk, too few replicas): nothing after it is acknowledged, whatever the
       // entries behind it in the same read do; the source rolls the move back on the ERROR.
@@ -141,8 +145,10 @@ export class IncomingMove {
         this.#pending--;
         if (this.#failed) return;
         this.#failed = true;
-        // The source rolls the move back on this refusal: nothing it streamed counts as held.
-        this.host.refuse(seq, new KittenError("MOVE_REFUSED", `Cannot hold a message of "${this.#queue}": ${error.message}`));
+        // The source rolls the move back on this refusal (or links again, for one that waiting
+        // fixes: its code is kept): nothing it streamed after the last MOVE_ACK counts as held.
+        const code = error instanceof KittenError ? error.code : "MOVE_REFUSED";
+        this.host.refuse(seq, new KittenError(code, `Cannot hold a message of "${this.#queue}": ${error.message}`));
       },
     );
   }

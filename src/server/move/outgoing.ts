@@ -20,7 +20,7 @@
  * that ends once the queue is fenced, the target's refusal, no progress, a switch that does not
  * hold) rolls the move back: the queue stays here, unfenced, and the record says why.
  */
-import { checkMoveAck, encode, FrameBatch, type KittenError, OP } from "../../protocol/mod.ts";
+import { checkMoveAck, encode, FrameBatch, isErrorCode, type KittenError, OP, shouldResend } from "../../protocol/mod.ts";
 import { writeAppend, writesByHand } from "../../protocol/hot_ops.ts";
 import type { Message } from "../queue/message.ts";
 import type { Queue } from "../queue/queue.ts";
@@ -88,9 +88,8 @@ export class OutgoingMove {
   #record: MoveRecord;
   /** The link to the target group's master, made again while it fails before the target takes the move. */
   readonly #target: TargetLink;
-  /** When the link ended while streaming (relinking since), and what was acknowledged at the last resume. */
-  #linkLostAt = 0;
-  #ackedAtResume = -1;
+  /** Since when the target has acknowledged nothing more across lost links (null: it has since). */
+  #stalledSince: number | null = null;
   /** What the target has not acknowledged yet, as written: written again after a new link. */
   readonly #unacked = new UnackedStream();
   #entries: Iterator<SnapshotEntry> | null = null;
@@ -143,7 +142,7 @@ export class OutgoingMove {
   }
 
   start(): void {
-    this.#target.open(false);
+    this.#target.open(null);
   }
 
   /** The link ended after the target took the move: made again while the snapshot streams (the target's group may elect another master). */
@@ -152,9 +151,9 @@ export class OutgoingMove {
     // While fenced, sends to the queue are held: they do not wait for the target group's election.
     if (this.#state !== "streaming") return void this.rollback(reason);
     this.#state = "relinking";
-    this.#linkLostAt = this.host.now();
+    this.#stalledSince ??= this.host.now();
     this.host.log("warn", `move of "${this.queue.name}" to group "${this.#record.to}": ${reason}; linking again`);
-    this.#target.open(true);
+    this.#target.open(this.#seq);
   }
 
   #frame(value: unknown[]): void {
@@ -164,13 +163,19 @@ export class OutgoingMove {
         this.#targetTraffic = traffic ?? null;
         if (seq <= this.#acked) return;
         this.#acked = seq;
+        this.#stalledSince = null;
         this.#unacked.acknowledge(seq);
         this.#lastAckAt = this.host.now();
         this.#pump();
         return;
       }
-      case OP.ERROR:
-        return void this.rollback(`the target refused: ${String(value[2])}: ${String(value[3])}`);
+      case OP.ERROR: {
+        const why = `the target refused: ${String(value[2])}: ${String(value[3])}`;
+        // A refusal that waiting fixes (a group just elected that has not recorded its in-sync
+        // set yet, a target stopping): linked again, as after a lost link.
+        if (this.#state === "streaming" && isErrorCode(value[2]) && shouldResend(value[2])) return this.#linkLost(why);
+        return void this.rollback(why);
+      }
       default:
         return;
     }
@@ -193,11 +198,6 @@ export class OutgoingMove {
    * snapshot streamed): what it has not acknowledged is written again (it drops what it holds).
    */
   #resumed(): void {
-    // A target that loses the link again before acknowledging anything new would be linked to forever.
-    if (this.#acked === this.#ackedAtResume) {
-      return void this.rollback(`the link to the target ended again before it acknowledged anything more: ${this.#target.failure}`);
-    }
-    this.#ackedAtResume = this.#acked;
     this.#state = "streaming";
     this.#lastAckAt = this.host.now();
     this.host.log("info", `move of "${this.queue.name}": linked to the target again; writing again ${this.#unacked.bytes} bytes it had not acknowledged (entries after ${this.#acked})`);
@@ -376,10 +376,10 @@ export class OutgoingMove {
   /** About once a second: progress to the record, and a target that stopped acknowledging ends the move. */
   tick(now: number): void {
     if (this.#state === "ended" || this.#state === "switching") return;
+    if (this.#stalledSince !== null && now - this.#stalledSince > ACK_TIMEOUT_MS) {
+      return void this.rollback(`the target acknowledged nothing more within ${ACK_TIMEOUT_MS} ms of its link ending; the last try: ${this.#target.failure}`);
+    }
     if (this.#state === "relinking") {
-      if (now - this.#linkLostAt > ACK_TIMEOUT_MS) {
-        return void this.rollback(`the target could not be linked to again within ${ACK_TIMEOUT_MS} ms; the last try: ${this.#target.failure}`);
-      }
       if (this.#unacked.bytes > MAX_UNSENT_BYTES) {
         return void this.rollback(`the target could not be linked to again before ${MAX_UNSENT_BYTES / 1048576} MiB waited to be sent`);
       }

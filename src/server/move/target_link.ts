@@ -36,7 +36,8 @@ export interface TargetLinkEvents {
 export class TargetLink {
   #link: PeerLink | null = null;
   #taken = false;
-  #resume = false;
+  /** The last entry written before the link ended (MOVE_BEGIN's `resume`), or null for a first link. */
+  #resume: number | null = null;
   #retry: ReturnType<typeof setTimeout> | null = null;
   #closed = false;
   /** Why the last try failed (null: none failed since the last time the target took the move). */
@@ -46,11 +47,15 @@ export class TargetLink {
 
   /**
    * Links to the target group's master and asks it to take the move; `resume`: the link before
-   * ended after it took the move, and it keeps what it holds of the queue.
+   * ended after it took the move, and it keeps what it holds of the queue; the entries written
+   * again go up to that seq (the target may hold them already).
    */
-  open(resume: boolean): void {
+  open(resume: number | null): void {
     this.#resume = resume;
     this.#taken = false;
+    const link = this.#link;
+    this.#link = null;
+    link?.close(); // one that still runs (its target refused what waiting fixes)
     this.#try();
   }
 
@@ -87,7 +92,7 @@ export class TargetLink {
       welcomed: (welcome) => {
         if (this.#link !== link) return;
         if (welcome.role !== "master") return this.#failed(`"${address}" is not the master of group "${record.to}"`);
-        const resume = this.#resume ? { resume: true } : {};
+        const resume = this.#resume === null ? {} : { resume: this.#resume };
         link.write([OP.MOVE_BEGIN, 0, { queue: record.queue, move: record.id, ...resume }]);
       },
       frame: (value) => {

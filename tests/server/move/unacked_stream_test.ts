@@ -32,8 +32,11 @@ it("UnackedStream keeps thousands of chunks in order through acknowledgements in
   }
 });
 
-it("MOVE_BEGIN takes an optional resume flag, a boolean", () => {
+it("MOVE_BEGIN takes an optional resume, the seq of the last entry written before the link ended", () => {
   expect(checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1" }])[2].resume).toBeUndefined();
-  expect(checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1", resume: true }])[2].resume).toBe(true);
-  expect(() => checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1", resume: "yes" }])).toThrow("resume must be a boolean");
+  expect(checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1", resume: 0 }])[2].resume).toBe(0);
+  expect(checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1", resume: 20_500 }])[2].resume).toBe(20_500);
+  for (const resume of [true, "7", -1, 1.5]) {
+    expect(() => checkMoveBegin([OP.MOVE_BEGIN, 1, { queue: "q/v1", move: "m1", resume }])).toThrow("resume must be an unsigned integer");
+  }
 });
