@@ -88,8 +88,9 @@ export class OutgoingMove {
   #record: MoveRecord;
   /** The link to the target group's master, made again while it fails before the target takes the move. */
   readonly #target: TargetLink;
-  /** Since when the target has acknowledged nothing more across lost links (null: it has since). */
+  /** Since when the target has acknowledged nothing more across lost links (null: it has since), and why the last was lost. */
   #stalledSince: number | null = null;
+  #lostWhy = "";
   /** What the target has not acknowledged yet, as written: written again after a new link. */
   readonly #unacked = new UnackedStream();
   #entries: Iterator<SnapshotEntry> | null = null;
@@ -152,6 +153,7 @@ export class OutgoingMove {
     if (this.#state !== "streaming") return void this.rollback(reason);
     this.#state = "relinking";
     this.#stalledSince ??= this.host.now();
+    this.#lostWhy = reason;
     this.host.log("warn", `move of "${this.queue.name}" to group "${this.#record.to}": ${reason}; linking again`);
     this.#target.open(this.#seq);
   }
@@ -377,7 +379,8 @@ export class OutgoingMove {
   tick(now: number): void {
     if (this.#state === "ended" || this.#state === "switching") return;
     if (this.#stalledSince !== null && now - this.#stalledSince > ACK_TIMEOUT_MS) {
-      return void this.rollback(`the target acknowledged nothing more within ${ACK_TIMEOUT_MS} ms of its link ending; the last try: ${this.#target.failure}`);
+      const last = this.#target.failure ?? this.#lostWhy;
+      return void this.rollback(`the target acknowledged nothing more within ${ACK_TIMEOUT_MS} ms of its link ending; the last: ${last}`);
     }
     if (this.#state === "relinking") {
       if (this.#unacked.bytes > MAX_UNSENT_BYTES) {
