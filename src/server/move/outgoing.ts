@@ -14,11 +14,12 @@
  *    streamed, waits for the target to hold everything up to it, and switches ownership in etcd,
  *    only while this broker is still its group's master at the epoch the move began with.
  *
- * A link that ends while the snapshot streams is made again (to the same master, or to the one
- * its group elects in its place), and what the target had not acknowledged is written again
- * (unacked_stream.ts): the target keeps what it holds. Anything else that goes wrong (a link
- * that ends once the queue is fenced, the target's refusal, no progress, a switch that does not
- * hold) rolls the move back: the queue stays here, unfenced, and the record says why.
+ * A link that ends while the snapshot streams, or a refusal that waiting fixes then, is made
+ * again (to the same master, or to the one its group elects in its place), and what the target
+ * had not acknowledged is written again (unacked_stream.ts): the target keeps what it holds.
+ * Anything else that goes wrong (a link that ends once the queue is fenced, another refusal, no
+ * progress, a switch that does not hold) rolls the move back: the queue stays here, unfenced, and
+ * the record says why.
  */
 import { checkMoveAck, encode, FrameBatch, isErrorCode, type KittenError, OP, shouldResend } from "../../protocol/mod.ts";
 import { writeAppend, writesByHand } from "../../protocol/hot_ops.ts";
