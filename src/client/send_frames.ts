@@ -57,11 +57,7 @@ export class SendFrames {
     if (typeof channel !== "string") {
       throw new KittenError("BAD_CHANNEL", `Cannot send to ${String(channel)}: channel must be a string "endpoint/version/id"`);
     }
-    if (!this.#channels.has(channel)) {
-      parseChannel(channel, "Cannot send to");
-      if (this.#channels.size >= 10_000) this.#channels.clear();
-      this.#channels.set(channel, textItem(channel));
-    }
+    this.#channelItem(channel);
     if (data === undefined || data === null) {
       throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": the message is ${data}`);
     }
@@ -75,9 +71,21 @@ export class SendFrames {
     } catch (error) {
       throw new KittenError("BAD_FORMAT", `Cannot send to "${channel}": cannot encode the message: ${(error as Error).message}`);
     }
-    writeSend(this.#frames, ref, this.#channels.get(channel) ?? textItem(channel), this.#id, body);
+    writeSend(this.#frames, ref, this.#channelItem(channel), this.#id, body);
     this.#count();
     return this.#frames.take();
+  }
+
+  /** The CBOR text of `channel`, checked (BAD_CHANNEL) and encoded the first time only. */
+  #channelItem(channel: string): Uint8Array {
+    let item = this.#channels.get(channel);
+    if (item === undefined) {
+      parseChannel(channel, "Cannot send to");
+      if (this.#channels.size >= 10_000) this.#channels.clear();
+      item = textItem(channel);
+      this.#channels.set(channel, item);
+    }
+    return item;
   }
 
   /** Moves the id's counter on by one, digit by digit from the last ("z" carries). */

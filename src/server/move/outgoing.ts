@@ -55,8 +55,6 @@ export interface OutgoingHost {
 const WINDOW = 20_000;
 /** Bytes streamed and not yet acknowledged, at most, whatever the messages' size (the snapshot waits past it). */
 const WINDOW_BYTES = 32 * 1024 * 1024;
-/** How many entries' stream offsets are remembered to count the bytes in flight (more than WINDOW). */
-const OFFSETS = 65_536;
 /** Progress is written to the move record this often. */
 const PROGRESS_MS = 2_000;
 /** How soon a snapshot held back by `bytesPerSecond` goes on, and the most it streams in one turn (in ms of its rate). */
@@ -96,9 +94,6 @@ export class OutgoingMove {
   readonly #unacked = new UnackedStream();
   #entries: Iterator<SnapshotEntry> | null = null;
   #seq = 0;
-  /** Bytes queued for the target so far, and that total as it stood after each recent entry (by seq % OFFSETS). */
-  #queuedBytes = 0;
-  readonly #offsets = new Float64Array(OFFSETS);
   #acked = 0;
   #lastAckAt: number;
   #copied = 0;
@@ -234,7 +229,7 @@ export class OutgoingMove {
       // Written by hand (hot_ops.ts) into the batch, as a master writes APPEND: no intermediate buffer, no copy.
       const before = this.#frames.byteLength;
       writeAppend(this.#frames, seq, entry, OP.MOVE_APPEND);
-      size = this.#queued(before);
+      size = this.#frames.byteLength - before;
     } else {
       size = this.#queueEncoded([OP.MOVE_APPEND, seq, entry.id, entry.queue, entry.destination, entry.body, entry.created, entry.deliveries ?? 0, entry.deadLetter ?? null]);
     }
@@ -243,28 +238,20 @@ export class OutgoingMove {
     return size;
   }
 
-  /**
-   * Counts the frame of entry `#seq`, written from offset `before` of the batch, remembering where
-   * the stream stands after it; returns its size.
-   */
-  #queued(before: number): number {
-    const size = this.#frames.byteLength - before;
-    this.#queuedBytes += size;
-    this.#offsets[this.#seq % OFFSETS] = this.#queuedBytes;
-    return size;
-  }
 
   /** Queues a frame of the generic encoder as the next entry (`op` carries `#seq`); returns its size. */
   #queueEncoded(op: unknown[]): number {
     const before = this.#frames.byteLength;
     this.#frames.push(encode(op));
-    return this.#queued(before);
+    return this.#frames.byteLength - before;
   }
 
-  /** Bytes streamed and not acknowledged yet (Infinity when more entries wait than offsets are kept). */
+  /**
+   * Bytes streamed or queued and not acknowledged yet: what the target may be sent again, and the
+   * frames of this turn (a chunk partly acknowledged counts whole).
+   */
   #unackedBytes(): number {
-    if (this.#seq - this.#acked >= OFFSETS) return Infinity;
-    return this.#queuedBytes - (this.#acked === 0 ? 0 : this.#offsets[this.#acked % OFFSETS]!);
+    return this.#unacked.bytes + this.#frames.byteLength;
   }
 
   /**
@@ -384,7 +371,7 @@ export class OutgoingMove {
       return void this.rollback(`the target acknowledged nothing more within ${ACK_TIMEOUT_MS} ms of its link ending; the last: ${last}`);
     }
     if (this.#state === "relinking") {
-      if (this.#unacked.bytes > MAX_UNSENT_BYTES) {
+      if (this.#unackedBytes() > MAX_UNSENT_BYTES) {
         return void this.rollback(`the target could not be linked to again before ${MAX_UNSENT_BYTES / 1048576} MiB waited to be sent`);
       }
       return;
