@@ -7,7 +7,7 @@
  * LINK_RETRY_MS, to whichever broker the map names then. The move decides how long to keep
  * trying, and what a link that ends after the target took the move means.
  */
-import { OP, parseHost } from "../../protocol/mod.ts";
+import { type Host, OP, parseHost } from "../../protocol/mod.ts";
 import type { MoveRecord } from "../cluster/move_records.ts";
 import type { QueueMap } from "../cluster/queue_map.ts";
 import { PeerLink } from "./peer_link.ts";
@@ -83,8 +83,15 @@ export class TargetLink {
     const leader = map.leader(record.to);
     const address = leader ? map.address(record.to, leader.serviceId) : null;
     if (!address) return this.#failed(`group "${record.to}" has no master with an address in etcd`);
+    let host: Host;
+    try {
+      host = parseHost(address);
+    } catch (error) {
+      // Run from a timer: a bad address in etcd must fail this try, not the broker.
+      return this.#failed(`the address of group "${record.to}"'s master in etcd cannot be read: ${(error as Error).message}`);
+    }
     if (this.failure === null) this.host.log("info", `move of "${record.queue}" to group "${record.to}": linking to ${address}`);
-    const link: PeerLink = new PeerLink(parseHost(address), {
+    const link: PeerLink = new PeerLink(host, {
       serviceId,
       keysDirectory: this.host.keysDirectory,
       keysName: this.host.keysName,
