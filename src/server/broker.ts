@@ -444,6 +444,19 @@ export class Broker {
     this.flush();
   }
 
+  /**
+   * Quiet after a burst: durable queues nobody receives from leave their messages in the store
+   * only (Pager.releaseIdle()), except queues being moved (the move streams what is in memory).
+   */
+  releaseIdleQueues(): number {
+    let released = 0;
+    for (const queue of this.queues.values()) {
+      if (this.moves.outgoing.has(queue.name) || this.moves.incomingMirror(queue.name) !== null) continue;
+      released += this.#pager?.releaseIdle(queue) ?? 0;
+    }
+    return released;
+  }
+
   /** Writes every session's pending frames: one socket write per session per burst. */
   flush(): void {
     if (this.isMaster) this.cluster.replication.flush();

@@ -6,7 +6,7 @@ import { Broker, type BrokerOptions } from "./broker.ts";
 import { type Config, durableKey, loadConfigFile, securityWarnings } from "./config/config.ts";
 import { checkReloadable } from "./config/restart_keys.ts";
 import { listen } from "./tcp.ts";
-import { Reclaimer } from "./reclaim.ts";
+import { Reclaimer, reclaimMemory } from "./reclaim.ts";
 import { Logger } from "./log.ts";
 import { DELIVERY_COUNT_DELAY_MS, SqliteStore } from "./store/sqlite_store.ts";
 import { STORE_FILE } from "./store/record.ts";
@@ -101,7 +101,7 @@ export function startBroker(config: Config, options: StartOptions = {}): BrokerS
   broker.cluster.start();
   broker.placement.start(listener.port);
   let lastSample = broker.now();
-  const reclaimer = new Reclaimer(broker.stats.counters);
+  const reclaimer = new Reclaimer(broker.stats.counters, () => reclaimMemory(broker));
   let lastTick = performance.now();
   const timer = setInterval(() => {
     // A throw in a timer ends a Bun process: the tick runs the same engine code as a socket read,

@@ -6,6 +6,8 @@
  * drops (`settled()`), the oldest paged messages are read back in arrival order, `REFILL_ROWS`
  * per event-loop turn, until the budget is full again, so that consumers find messages in memory
  * ahead of need. At start (`recover()`) every stored message is paged and only a first page is read.
+ * A queue nobody receives from lets go of its messages in memory when the broker is quiet after a
+ * burst (`releaseIdle()`).
  */
 import { MESSAGE_OVERHEAD_BYTES, REFILL_ROWS } from "./backlog.ts";
 import type { Logger } from "../log.ts";
@@ -82,6 +84,32 @@ export class Pager {
     if (!queue.backlog.wantsRefill(budget)) return;
     queue.backlog.refilling = true;
     setImmediate(() => this.#refillTurn(queue, budget));
+  }
+
+  /**
+   * Leaves in the store only the messages of a durable queue nobody receives from (see
+   * Queue.idleMessages()), as if paged: the broker calls it once it is quiet after a burst, so
+   * that messages that wait for a consumer do not keep the memory they were allocated in among
+   * the burst's garbage. A recipient that registers reads them back (`starving()`). Returns how
+   * many went; 0 when the queue does not qualify.
+   */
+  releaseIdle(queue: Queue): number {
+    const backlog = queue.backlog;
+    if (queue.settings.durability === "memory" || backlog.refilling || backlog.recovered > 0) return 0;
+    const messages = queue.idleMessages();
+    if (messages === null) return 0;
+    const positions: number[] = [];
+    for (const message of messages) {
+      const position = this.store.positionOf(message.record ?? message);
+      // Every one stored, in store order, and older than those paged already: else they stay.
+      if (position === undefined || position <= (positions.at(-1) ?? -1)) return 0;
+      positions.push(position);
+    }
+    if (backlog.count > 0 && positions.at(-1)! >= backlog.from) return 0;
+    if (backlog.count === 0) backlog.last = positions.at(-1)!;
+    backlog.from = positions[0]!;
+    backlog.count += queue.release();
+    return messages.length;
   }
 
   /** Deletes a queue's paged rows (of one destination id, or all) from the store; returns how many. */

@@ -171,6 +171,38 @@ export class Queue {
     this.backlog.live = this.live;
   }
 
+  /**
+   * The messages in memory of a queue nobody is registered to receive from, when that is all it
+   * holds: each message's only copy waits (none ready, in flight or delayed), never delivered,
+   * not recovered. Oldest first; null for any other queue. `release()` lets them go.
+   */
+  idleMessages(): Message[] | null {
+    const waiting = this.#parking.waiting;
+    if (this.mirroring || this.#deliveries.handlers.size > 0 || waiting.size === 0 || waiting.size !== this.live) return null;
+    const messages: Message[] = [];
+    for (const copy of waiting.ordered()) {
+      if (copy.group !== null || copy.deliveries > 0 || copy.recovered || copy.message.refs !== 1) return null;
+      messages.push(copy.message);
+    }
+    return messages;
+  }
+
+  /**
+   * Takes every waiting copy out of memory without settling its message: the messages
+   * `idleMessages()` returned stay stored, and the pager counts them as paged. Returns how many.
+   */
+  release(): number {
+    const copies = [...this.#parking.waiting.ordered()];
+    for (const copy of copies) {
+      this.#parking.waiting.delete(copy);
+      copy.state = CopyState.SETTLED;
+      copy.message.refs = 0;
+      this.backlog.resident -= residentCost(copy.message);
+    }
+    this.live -= copies.length;
+    return copies.length;
+  }
+
   /** Drops the oldest waiting copies over `maxItemsInQueue` (paged messages count towards it). */
   trimWaiting(): void {
     this.#parking.parkAll([]);
