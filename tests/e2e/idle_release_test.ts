@@ -67,16 +67,18 @@ it("messages waiting for any listener come back to the first one that listens", 
   expect(numbers(got)).toEqual(range(0, 20));
 });
 
-it("a queue keeps its messages in memory while someone is registered on it, in memory mode, or with a copy that was delivered", async () => {
-  const durable = cleanup.broker({ durability: "fsync", channels: { "cache/v1": { durability: "memory" } } });
+it("a queue keeps its messages in memory while someone is registered on it, in memory mode, with a ttl, or with a copy that was delivered", async () => {
+  const durable = cleanup.broker({ durability: "fsync", channels: { "cache/v1": { durability: "memory" }, "short/v1": { ttl: 3600 } } });
   const mq = await cleanup.client(durable);
   await sendAll(mq, "cache/v1/1", range(0, 5));
+  await sendAll(mq, "short/v1/1", range(0, 5));
   await sendAll(mq, `${CHANNEL}/x`, range(0, 5)); // for an id nobody serves, while a consumer serves y
   const consumer = await cleanup.client(durable);
   const got: Received[] = [];
   await consumer.consume(`${CHANNEL}/y`, recorder(got), { prefetch: 5 }).ready;
   expect(durable.broker.releaseIdleQueues()).toBe(0);
   expect(queueOf(durable, "cache/v1").live).toBe(5);
+  expect(queueOf(durable, "short/v1").live).toBe(5);
   expect(queueOf(durable).live).toBe(5);
 
   // A message nacked back once its consumer went: its copy was delivered, the queue keeps all.

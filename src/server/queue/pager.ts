@@ -95,7 +95,8 @@ export class Pager {
    */
   releaseIdle(queue: Queue): number {
     const backlog = queue.backlog;
-    if (queue.settings.durability === "memory" || backlog.refilling || backlog.recovered > 0) return 0;
+    // A ttl is kept on time in memory only: a paged message expires when it is read back.
+    if (queue.settings.durability === "memory" || queue.settings.ttl !== null || backlog.refilling || backlog.recovered > 0) return 0;
     const messages = queue.idleMessages();
     if (messages === null) return 0;
     const positions: number[] = [];
