@@ -190,6 +190,37 @@ it("replication: a slave catches up a backlog the master keeps on disk (paged), 
   await waitFor(() => held(slave!) === 0, 20_000, "the slave dropped every acked message, paged ones included");
 }, 60_000);
 
+it("replication: a master whose idle queue let its messages go (left in the store only) streams them all to a slave that catches up, and both drop them as they are acked", async () => {
+  const [master, slave] = await cluster(2);
+  master!.start();
+  const { mq: publisher } = await client([master!.host]);
+  await sendAll(publisher, "idle/v1/x", 0, 500);
+  const queue = master!.broker.queues.get("idle/v1")!;
+  expect(queue.live).toBe(500); // under the budget: in memory
+  expect(master!.broker.releaseIdleQueues()).toBe(500);
+  expect(queue.live).toBe(0);
+  expect(queue.backlog.count).toBe(500);
+  const held = (peer: Peer) => {
+    const q = peer.broker.queues.get("idle/v1");
+    return (q?.live ?? 0) + (q?.backlog.count ?? 0);
+  };
+
+  slave!.start();
+  await waitFor(() => slave!.upstreamState === "in-sync", 20_000, "slave in sync");
+  expect(held(slave!)).toBe(500);
+
+  const { mq: consumer } = await client([master!.host]);
+  const got: number[] = [];
+  await consumer.consume("idle/v1/x", (error, message, done) => {
+    if (error) return;
+    got.push((message as { n: number }).n);
+    done();
+  }, { prefetch: 50 }).ready;
+  await waitFor(() => got.length >= 500, 20_000, "master delivered everything");
+  expect(got).toEqual(Array.from({ length: 500 }, (_, i) => i));
+  await waitFor(() => held(slave!) === 0, 20_000, "the slave dropped every acked message");
+}, 60_000);
+
 it("replication: peers are pinned apart from clients: a client named like a peer cannot take its place, and another key claiming to be that peer is refused", async () => {
   const [master, slave] = await cluster(2);
   master!.start();
