@@ -127,7 +127,7 @@ it("kill -9 of the target group's master during the snapshot, leaving its group 
   const ended = await moveEnd(d, record.id);
   expect(ended.state).toBe("rolled-back");
   // The source linked to the slave elected in its place, which cannot take writes alone.
-  expect(ended.reason).toMatch(/^the target acknowledged nothing more within 10000 ms of its link ending; the last: /);
+  expect(ended.reason).toMatch(/^the target acknowledged nothing more within 20000 ms of its link ending; the last: /);
   expect(await d.owner(QUEUE)).toBe("g1");
   await confirmedAgain(confirmed, "sends go on on g1");
   await finish(d, sending, confirmed);

@@ -72,6 +72,13 @@ const MAX_PACE_MS = 1_000;
 const MAX_UNSENT_BYTES = 256 * 1024 * 1024;
 /** The target must acknowledge something within this long while entries wait (and take the move within it). */
 const ACK_TIMEOUT_MS = 10_000;
+/**
+ * After a lost link, the target group must acknowledge more within this long: its election (the
+ * lost master's etcd lease runs out first, 3 s by default) and its slaves' return to its in-sync
+ * set, on a loaded host, take more than ACK_TIMEOUT_MS; a move that stalls longer is rolled back,
+ * well within the 30 s after which any master of either group would roll it back.
+ */
+const RELINK_TIMEOUT_MS = 20_000;
 /** From the fence, the target must hold everything within this long, or the move is rolled back. */
 const FENCE_TIMEOUT_MS = 5_000;
 
@@ -366,9 +373,9 @@ export class OutgoingMove {
   /** About once a second: progress to the record, and a target that stopped acknowledging ends the move. */
   tick(now: number): void {
     if (this.#state === "ended" || this.#state === "switching") return;
-    if (this.#stalledSince !== null && now - this.#stalledSince > ACK_TIMEOUT_MS) {
+    if (this.#stalledSince !== null && now - this.#stalledSince > RELINK_TIMEOUT_MS) {
       const last = this.#target.failure ?? this.#lostWhy;
-      return void this.rollback(`the target acknowledged nothing more within ${ACK_TIMEOUT_MS} ms of its link ending; the last: ${last}`);
+      return void this.rollback(`the target acknowledged nothing more within ${RELINK_TIMEOUT_MS} ms of its link ending; the last: ${last}`);
     }
     if (this.#state === "relinking") {
       if (this.#unackedBytes() > MAX_UNSENT_BYTES) {
