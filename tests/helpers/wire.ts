@@ -38,13 +38,30 @@ interface Waiter {
   timer: ReturnType<typeof setTimeout>;
 }
 
+/** Connect errors the host's TCP stack may give for a moment (no local port free for that pair): tried again. */
+const TRANSIENT_CONNECT = new Set(["EADDRINUSE", "EADDRNOTAVAIL"]);
+
+/** A TCP connection to the broker, tried up to three times on a transient connect error. */
+async function connected(host: string, port: number): Promise<Socket> {
+  for (let attempt = 1; ; attempt++) {
+    const socket: Socket = connect({ host, port });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        socket.once("connect", () => resolve());
+        socket.once("error", reject);
+      });
+      return socket;
+    } catch (error) {
+      socket.destroy();
+      if (attempt === 3 || !TRANSIENT_CONNECT.has((error as { code?: string }).code ?? "")) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+    }
+  }
+}
+
 export async function dial(port: number, host = "127.0.0.1"): Promise<Wire> {
-  const socket: Socket = connect({ host, port });
+  const socket = await connected(host, port);
   socket.setNoDelay(true);
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", () => resolve());
-    socket.once("error", reject);
-  });
   const decoder = new FrameDecoder(64 * 1024 * 1024);
   const buffered: unknown[][] = [];
   const waiters: Waiter[] = [];
