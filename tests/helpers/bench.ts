@@ -41,7 +41,11 @@ export function expectBenchReport(report: BenchReport, expected: Expected): void
     expect(s.rate.wholeRun).toBeGreaterThan(0);
     expect(s.rate.deliveriesSteady).toBeGreaterThanOrEqual(s.rate.steady);
     const latency = s.latencyMs!;
-    expect(latency.p50).toBeGreaterThan(0);
+    // Stamped and read in two processes on the wall clock, anchored once in each: a clock being
+    // slewed meanwhile offsets them by a fraction of a millisecond, which can take a median of a
+    // quarter millisecond below 0 (seen in CI). The slowest deliveries take far longer.
+    expect(Number.isFinite(latency.p50)).toBe(true);
+    expect(latency.max).toBeGreaterThan(0);
     expect(latency.p50).toBeLessThanOrEqual(latency.p90);
     expect(latency.p90).toBeLessThanOrEqual(latency.p99);
     expect(latency.p99).toBeLessThanOrEqual(latency.max);
