@@ -55,6 +55,25 @@ it("a durable queue nobody consumes lets go of its messages: they stay stored, a
   expect(queue.live).toBe(0);
 });
 
+it("a queue already paged beyond its budget lets go of the messages in memory too: they go in front of the paged ones, and come back first", async () => {
+  const broker = cleanup.broker({ durability: "fsync", memoryBudgetBytes: 4096 });
+  const mq = await cleanup.client(broker);
+  await sendAll(mq, `${CHANNEL}/1`, range(0, 100));
+  const queue = queueOf(broker);
+  const resident = queue.live;
+  expect(resident).toBeGreaterThan(0); // the budget holds a handful, the store the rest
+  expect(queue.backlog.count).toBe(100 - resident);
+  expect(broker.broker.releaseIdleQueues()).toBe(resident);
+  expect(queue.live).toBe(0);
+  expect(queue.backlog.count).toBe(100);
+  const got: Received[] = [];
+  const consumer = await cleanup.client(broker);
+  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 5 }).ready;
+  await waitFor(() => got.length >= 100, 10_000);
+  expect(numbers(got)).toEqual(range(0, 100));
+  await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
+});
+
 it("messages waiting for any listener come back to the first one that listens", async () => {
   const broker = cleanup.broker({ durability: "fsync" });
   const mq = await cleanup.client(broker);

@@ -39,11 +39,11 @@ export class UnackedStream {
 
   /** The chunks kept, oldest first: each holds an entry not acknowledged (and maybe some that are). */
   *chunks(): Generator<Uint8Array> {
-    for (let i = 0; i < this.#chunks.length; i++) yield this.#chunks.at(i)!.bytes;
+    for (const chunk of this.#chunks) yield chunk.bytes;
   }
 
   clear(): void {
-    while (this.#chunks.shift() !== undefined);
+    this.#chunks.clear();
     this.#bytes = 0;
   }
 }

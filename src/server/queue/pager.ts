@@ -99,16 +99,18 @@ export class Pager {
     if (queue.settings.durability === "memory" || queue.settings.ttl !== null || backlog.refilling || backlog.recovered > 0) return 0;
     const messages = queue.idleMessages();
     if (messages === null) return 0;
-    const positions: number[] = [];
+    // Every one stored, in store order, and older than those paged already: else they stay.
+    let first = -1;
+    let newest = -1;
     for (const message of messages) {
       const position = this.store.positionOf(message.record ?? message);
-      // Every one stored, in store order, and older than those paged already: else they stay.
-      if (position === undefined || position <= (positions.at(-1) ?? -1)) return 0;
-      positions.push(position);
+      if (position === undefined || position <= newest) return 0;
+      if (first < 0) first = position;
+      newest = position;
     }
-    if (backlog.count > 0 && positions.at(-1)! >= backlog.from) return 0;
-    if (backlog.count === 0) backlog.last = positions.at(-1)!;
-    backlog.from = positions[0]!;
+    if (backlog.count > 0 && newest >= backlog.from) return 0;
+    if (backlog.count === 0) backlog.last = newest;
+    backlog.from = first;
     backlog.count += queue.release();
     return messages.length;
   }
