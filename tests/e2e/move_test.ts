@@ -236,7 +236,9 @@ describe("a delayed message sent again at the fence to a target that pages (real
     await waitFor(() => dueOnDisk() > 0, 5000, "the delay on the target's disk");
     expect(dueOnDisk() - sentAt).toBeGreaterThanOrEqual(4900);
     expect(dueOnDisk() - sentAt).toBeLessThan(6000);
-    await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 60_000, "the move is done");
+    // The rest at the default pace (a reload applies to a move in progress).
+    g1!.broker.reload({ ...g1!.broker.config, cluster: { ...g1!.broker.config.cluster, moveBytesPerSecond: 10 * 1024 * 1024 } });
+    await waitFor(() => g1!.broker.moves.status()[0]?.state === "done", 30_000, "the move is done");
     expect(g2!.broker.queues.get("twice/v1")!.held).toBe(total);
   }, 90_000);
 });

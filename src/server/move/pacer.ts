@@ -37,7 +37,7 @@ export class MovePacer {
   #lowSince: number | null = null;
   /**
    * Per side (source, target): what its ratio is divided by, once its clients slowed down on their
-   * own; 0 once they stopped (the side is left out).
+   * own.
    */
   readonly #references: number[] = [];
 
@@ -55,8 +55,9 @@ export class MovePacer {
     this.#adjustedAt = now;
     const scaled = ratios.map((ratio, side) => {
       const reference = this.#references[side] ?? 1;
-      // A side whose clients stopped sending altogether has nothing left to protect.
-      return ratio === null || reference === 0 ? null : ratio / reference;
+      // A side whose clients stopped sending altogether has nothing left to protect: a move
+      // takes a share of their traffic, never all of it (a burst just before the move, then none).
+      return ratio === null || ratio === 0 ? null : ratio / reference;
     });
     let lowest = Infinity;
     for (const ratio of scaled) if (ratio !== null && ratio < lowest) lowest = ratio;

@@ -50,12 +50,15 @@ export class TrafficMeter {
     return (this.#rates[(this.#windows - 1) % HISTORY]! + this.#rates[(this.#windows - 2) % HISTORY]!) / 2;
   }
 
-  /** The mean rate of the last HISTORY windows (2 s): the traffic before something begins. */
+  /**
+   * The mean rate of the last HISTORY windows (2 s): the traffic before something begins. Windows
+   * before the meter's first count as none (the broker took no sends then): a burst in a broker's
+   * first half second is not taken for a steady rate four times as high.
+   */
   mean(): number {
-    const windows = Math.min(this.#windows, HISTORY);
     let sum = 0;
-    for (let i = 0; i < windows; i++) sum += this.#rates[i]!;
-    return windows === 0 ? 0 : sum / windows;
+    for (const rate of this.#rates) sum += rate;
+    return sum / HISTORY;
   }
 }
 
