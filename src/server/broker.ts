@@ -29,6 +29,7 @@ import { Placement } from "./placement.ts";
 import { admit, admitMoved, type AdmissionHost, type Sender } from "./admission.ts";
 import type { AppendOp } from "../protocol/peer_ops.ts";
 import { Moves } from "./move/moves.ts";
+import { collectAfterPaging } from "./collector.ts";
 
 export interface BrokerOptions {
   now?: () => number;
@@ -167,6 +168,7 @@ export class Broker {
         get shuttingDown() {
           return broker.shuttingDown;
         },
+        collect: () => collectAfterPaging(),
       })
       : null;
     this.disk = this.store ? new DiskFloor(config.dataDirectory, () => this.config.minFreeDiskBytes, this.now) : null;

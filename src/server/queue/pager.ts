@@ -25,6 +25,12 @@ export const STARVING_BUDGETS = 4;
 /** How soon a failed read of paged messages is tried again. */
 const REFILL_RETRY_MS = 500;
 
+/**
+ * Sends paged (garbage once stored) between two nudges to the garbage collector: about 20 MiB of
+ * it, which JavaScriptCore would let pile up to the size of the heap (collector.ts).
+ */
+export const PAGED_PER_COLLECTION = 50_000;
+
 export interface PagerHost {
   readonly log: Logger;
   /** The queue of that name, created when missing. */
@@ -35,9 +41,13 @@ export interface PagerHost {
   flush(): void;
   /** True once the broker stops: no more reading back (its store is about to close). */
   readonly shuttingDown: boolean;
+  /** Runs a full garbage collection, unless the last one was too recent for its cost. */
+  collect(): void;
 }
 
 export class Pager {
+  #pagedSinceCollection = 0;
+
   constructor(readonly store: PagingStore, readonly host: PagerHost) {}
 
   /**
@@ -54,6 +64,10 @@ export class Pager {
     backlog.last = position;
     backlog.count++;
     queue.counters.received++;
+    if (++this.#pagedSinceCollection >= PAGED_PER_COLLECTION) {
+      this.#pagedSinceCollection = 0;
+      this.host.collect();
+    }
     // Paged messages count towards maxItemsInQueue: the oldest waiting copies may have to go.
     if (backlog.bounded > 0 && queue.settings.maxItemsInQueue !== Infinity) {
       queue.trimWaiting();
