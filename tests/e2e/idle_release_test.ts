@@ -23,6 +23,15 @@ function queueOf(broker: TestBroker, name = CHANNEL) {
   return broker.broker.queues.get(name)!;
 }
 
+/** A consumer of `jobs/v1/1` on a client of its own, once it has received `count` messages. */
+async function consumed(broker: TestBroker, count: number, prefetch: number): Promise<Received[]> {
+  const got: Received[] = [];
+  const consumer = await cleanup.client(broker);
+  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch }).ready;
+  await waitFor(() => got.length >= count, 10_000);
+  return got;
+}
+
 it("a durable queue nobody consumes lets go of its messages: they stay stored, and a consumer gets each once, in order, newer sends after them", async () => {
   const broker = cleanup.broker({ durability: "fsync" });
   const mq = await cleanup.client(broker);
@@ -44,10 +53,7 @@ it("a durable queue nobody consumes lets go of its messages: they stay stored, a
   expect(queue.live).toBe(0);
   expect(queue.backlog.count).toBe(60);
 
-  const got: Received[] = [];
-  const consumer = await cleanup.client(broker);
-  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 7 }).ready;
-  await waitFor(() => got.length >= 60, 10_000);
+  const got = await consumed(broker, 60, 7);
   expect(numbers(got)).toEqual(range(0, 60));
   expect(got.every((r) => r.info.nbRequeues === 0)).toBe(true);
   await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
@@ -66,10 +72,7 @@ it("a queue already paged beyond its budget lets go of the messages in memory to
   expect(broker.broker.releaseIdleQueues()).toBe(resident);
   expect(queue.live).toBe(0);
   expect(queue.backlog.count).toBe(100);
-  const got: Received[] = [];
-  const consumer = await cleanup.client(broker);
-  await consumer.consume(`${CHANNEL}/1`, recorder(got), { prefetch: 5 }).ready;
-  await waitFor(() => got.length >= 100, 10_000);
+  const got = await consumed(broker, 100, 5);
   expect(numbers(got)).toEqual(range(0, 100));
   await waitFor(() => broker.broker.diskUsage(CHANNEL).messages === 0);
 });

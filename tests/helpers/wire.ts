@@ -7,6 +7,7 @@ import { decode, encode, frame, FrameDecoder, OP } from "../../src/protocol/mod.
 import { PROTOCOL_VERSION } from "../../src/version.ts";
 import { loadOrCreateKeys, signHelloToken } from "../../src/client/keys.ts";
 import { testKeysDirectory } from "./keys.ts";
+import { sleep } from "./broker.ts";
 
 export interface Wire {
   /** Encodes one operation array and writes it as one frame. */
@@ -54,7 +55,7 @@ async function connected(host: string, port: number): Promise<Socket> {
     } catch (error) {
       socket.destroy();
       if (attempt === 3 || !TRANSIENT_CONNECT.has((error as { code?: string }).code ?? "")) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+      await sleep(20 * attempt);
     }
   }
 }
