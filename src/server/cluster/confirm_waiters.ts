@@ -30,6 +30,9 @@ export class ConfirmWaiters {
       return open.promise;
     }
     const { promise, resolve, reject } = Promise.withResolvers<void>();
+    // Its senders may be gone when it fails (a closed connection, a refused move): a rejection
+    // nobody awaits must not end the broker. Those still waiting get it as before.
+    promise.catch(() => undefined);
     const waiter = { index, promise, resolve, reject };
     this.#waiters.push(waiter);
     this.#open = waiter;

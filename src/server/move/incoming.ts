@@ -117,7 +117,11 @@ export class IncomingMove {
    * chunk holds hundreds) share one wait and one MOVE_ACK: the source needs the highest only.
    */
   #acknowledge(seq: number, stored: void | Promise<void>): void {
-    if (this.#failed) return;
+    if (this.#failed) {
+      // Refused already: nothing waits for this commit, and its failure must not end the broker.
+      stored?.catch(() => undefined);
+      return;
+    }
     if (stored === undefined && this.#pending === 0 && this.#turn === null) return this.#ack(seq);
     if (this.#turn === null) {
       this.#turn = { seq, stored: [] };

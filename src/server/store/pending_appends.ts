@@ -26,7 +26,12 @@ export class PendingAppends {
     this.messages.set(seq, message);
     if (mode !== this.mode) this.#otherMode.add(seq);
     if (mode === "batch") return undefined;
-    this.#batch ??= Promise.withResolvers<void>();
+    if (this.#batch === null) {
+      this.#batch = Promise.withResolvers<void>();
+      // A failed commit rejects it; senders that went meanwhile leave nobody to await it, and
+      // that must not end the broker.
+      this.#batch.promise.catch(() => undefined);
+    }
     return this.#batch.promise;
   }
 

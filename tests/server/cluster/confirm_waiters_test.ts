@@ -70,4 +70,20 @@ describe("ConfirmWaiters", () => {
     waiters.settle(3);
     await c;
   });
+
+  it("a waiter nobody awaits any more (its senders gone, a move refused) fails without an unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => void unhandled.push(reason);
+    process.on("unhandledRejection", record);
+    try {
+      const waiters = new ConfirmWaiters();
+      waiters.wait(1); // dropped by its caller
+      waiters.failAll(new KittenError("NOT_ENOUGH_REPLICAS", "this broker is no longer master"));
+      await tick();
+      await tick();
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", record);
+    }
+  });
 });

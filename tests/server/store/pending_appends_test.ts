@@ -44,3 +44,19 @@ it("an fsync append returns its batch's promise, shared until the commit takes i
   pending.committed();
   expect(pending.size).toBe(0);
 });
+
+it("a batch whose commit fails after its senders went fails without an unhandled rejection", async () => {
+  const unhandled: unknown[] = [];
+  const record = (reason: unknown) => void unhandled.push(reason);
+  process.on("unhandledRejection", record);
+  try {
+    const pending = new PendingAppends("fsync");
+    pending.add(1, storedMessage(1), "fsync"); // its sender closed its connection: nobody awaits it
+    pending.takeBatch()!.reject(new Error("disk I/O error"));
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(unhandled).toEqual([]);
+  } finally {
+    process.off("unhandledRejection", record);
+  }
+});
