@@ -128,6 +128,13 @@ it("kill -9 of the target group's master during the snapshot, leaving its group 
   expect(ended.state).toBe("rolled-back");
   // The source linked to the slave elected in its place, which cannot take writes alone.
   expect(ended.reason).toMatch(/^the target acknowledged nothing more within 20000 ms of its link ending; the last: /);
+  // It refused the move at MOVE_BEGIN, before the source wrote again what it held unacknowledged,
+  // and the source asked again every LINK_RETRY_MS, not in a loop (which said so hundreds of times).
+  const elected = d.brokers.find((b) => b.group === "g2" && b !== target.broker)!;
+  expect(elected.child!.output().match(/taking it in from group/g) ?? []).toEqual([]);
+  const refusals = source.broker.child!.output().match(/the target refused: NOT_ENOUGH_REPLICAS[^\n]*; linking again/g) ?? [];
+  expect(refusals.length).toBeGreaterThanOrEqual(1);
+  expect(refusals.length).toBeLessThanOrEqual(3);
   expect(await d.owner(QUEUE)).toBe("g1");
   await confirmedAgain(confirmed, "sends go on on g1");
   await finish(d, sending, confirmed);

@@ -35,6 +35,8 @@ export interface MovesHost {
   snapshot(queue: Queue): Snapshot;
   /** Forgets a queue another group owns: registrations, copies, stored rows. Returns how many messages went. */
   dropQueue(name: string): number;
+  /** `checkReplicas` throws NOT_ENOUGH_REPLICAS while fewer brokers are in sync than `cluster.minInSyncReplicas` asks for. */
+  readonly cluster: { readonly replication: { checkReplicas(channel: string): void } };
 }
 
 /** A copying move with no progress for this long is rolled back. */
@@ -109,6 +111,9 @@ export class Moves {
     if (!record) throw refuse(`no move ${id} of it is recorded in etcd`);
     if (record.state !== "copying" || record.to !== this.#group) throw refuse(`move ${id} is ${record.state}, to group "${record.to}"`);
     if (!this.host.isMaster) throw refuse(`this broker is not the master of group "${this.#group}"`);
+    // A group that cannot store what the source streams says so now, before the source writes
+    // (again) what it holds unacknowledged: the source asks again shortly (target_link.ts).
+    this.host.cluster.replication.checkReplicas(queue);
     const held = this.host.queues.has(queue) && !this.incoming.has(queue);
     // What an earlier, rolled-back attempt left here goes first.
     if (held && !resume) this.host.dropQueue(queue);

@@ -150,7 +150,7 @@ export class OutgoingMove {
   }
 
   /** The link ended after the target took the move: made again while the snapshot streams (the target's group may elect another master). */
-  #linkLost(reason: string): void {
+  #linkLost(reason: string, refused = false): void {
     if (this.#state === "ended") return;
     // While fenced, sends to the queue are held: they do not wait for the target group's election.
     if (this.#state !== "streaming") return void this.rollback(reason);
@@ -158,7 +158,7 @@ export class OutgoingMove {
     this.#stalledSince ??= this.host.now();
     this.#lostWhy = reason;
     this.host.log("warn", `move of "${this.queue.name}" to group "${this.#record.to}": ${reason}; linking again`);
-    this.#target.open(this.#seq);
+    this.#target.open(this.#seq, refused ? reason : null);
   }
 
   #frame(value: unknown[]): void {
@@ -178,7 +178,7 @@ export class OutgoingMove {
         const why = `the target refused: ${String(value[2])}: ${String(value[3])}`;
         // A refusal that waiting fixes (a group just elected that has not recorded its in-sync
         // set yet, a target stopping): linked again, as after a lost link.
-        if (this.#state === "streaming" && isErrorCode(value[2]) && shouldResend(value[2])) return this.#linkLost(why);
+        if (this.#state === "streaming" && isErrorCode(value[2]) && shouldResend(value[2])) return this.#linkLost(why, true);
         return void this.rollback(why);
       }
       default:

@@ -7,7 +7,7 @@
  * LINK_RETRY_MS, to whichever broker the map names then. The move decides how long to keep
  * trying, and what a link that ends after the target took the move means.
  */
-import { type Host, OP, parseHost } from "../../protocol/mod.ts";
+import { type Host, isErrorCode, OP, parseHost, shouldResend } from "../../protocol/mod.ts";
 import type { MoveRecord } from "../cluster/move_records.ts";
 import type { QueueMap } from "../cluster/queue_map.ts";
 import { PeerLink } from "./peer_link.ts";
@@ -48,15 +48,20 @@ export class TargetLink {
   /**
    * Links to the target group's master and asks it to take the move; `resume`: the link before
    * ended after it took the move, and it keeps what it holds of the queue; the entries written
-   * again go up to that seq (the target may hold them already).
+   * again go up to that seq (the target may hold them already). `refused`: why the target refused
+   * what it streamed (a refusal that waiting fixes): the link is made again after LINK_RETRY_MS.
    */
-  open(resume: number | null): void {
+  open(resume: number | null, refused: string | null = null): void {
     this.#resume = resume;
     this.#taken = false;
     const link = this.#link;
     this.#link = null;
     link?.close(); // one that still runs (its target refused what waiting fixes)
-    this.#try();
+    // A target that refused what waiting fixes is asked again shortly, not in a loop that takes
+    // the CPU its group needs to get its slaves back in sync.
+    if (refused === null) return this.#try();
+    this.failure = refused; // the move logged it
+    this.#failed(refused);
   }
 
   /** Bytes written and not yet taken by the socket. */
@@ -109,6 +114,10 @@ export class TargetLink {
           this.events.taken();
           this.failure = null;
           return;
+        }
+        // A refusal that waiting fixes (a group whose slaves are not back in sync yet): asked again shortly.
+        if (!this.#taken && value[0] === OP.ERROR && isErrorCode(value[2]) && shouldResend(value[2])) {
+          return this.#failed(`the target refused: ${value[2]}: ${String(value[3])}`);
         }
         this.events.frame(value);
       },
