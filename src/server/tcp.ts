@@ -8,10 +8,13 @@ import { encode, type ErrorCode, FrameBatch, OP } from "../protocol/mod.ts";
 import type { Broker } from "./broker.ts";
 import type { HandshakeBudget } from "./handshake.ts";
 import type { Connection } from "./outbox.ts";
+import { ReadTurns } from "./read_turns.ts";
 import { Session } from "./session.ts";
 
 interface SocketData {
   session: Session;
+  /** Its reads, which a long one makes wait for the next turn of the event loop (read_turns.ts). */
+  reads: ReadTurns;
   handshake: ReturnType<typeof setTimeout> | null;
   /** Refused (connection cap): its input is discarded until it closes. */
   refused: boolean;
@@ -38,8 +41,9 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
     socket: {
       open(socket) {
         const limits = broker.config.socketServer;
-        const session = new Session(broker, connectionOf(socket), handshakeBudget);
-        socket.data = { session, handshake: null, refused: false };
+        const reads = new ReadTurns(socket);
+        const session = new Session(broker, connectionOf(socket, reads), handshakeBudget);
+        socket.data = { session, reads, handshake: null, refused: false };
         if (broker.sessions.size >= limits.maxConnections) {
           broker.log.warn("socket", `remote=${socket.remoteAddress};maxConnections ${limits.maxConnections} reached;refused`);
           // Closing with the client's hello still unread would reset the connection and lose the
@@ -59,10 +63,12 @@ export function listen(broker: Broker): TCPSocketListener<SocketData> {
       },
       data(socket, chunk) {
         if (socket.data.refused) return;
+        const startedAt = performance.now();
         guarded(socket, "data", () => {
           socket.data.session.receive(chunk);
           broker.flush();
         });
+        socket.data.reads.after(startedAt);
       },
       drain(socket) {
         guarded(socket, "drain", () => socket.data.session.drain());
@@ -84,12 +90,12 @@ function errorFrame(code: ErrorCode, message: string): Uint8Array {
   return batch.take();
 }
 
-function connectionOf(socket: Socket<SocketData>): Connection {
+function connectionOf(socket: Socket<SocketData>, reads: ReadTurns): Connection {
   return {
     write: (bytes) => socket.write(bytes),
     end: () => socket.end(),
-    pause: () => socket.pause(),
-    resume: () => socket.resume(),
+    pause: () => reads.pause(),
+    resume: () => reads.resume(),
     terminate: () => socket.terminate(),
     get remoteAddress() {
       return socket.remoteAddress;

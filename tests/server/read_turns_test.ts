@@ -1,0 +1,107 @@
+/**
+ * ReadTurns: a long read pauses its socket until the next turn of the event loop, so timers (the
+ * etcd lease's renewals) run between the reads of a socket that stays readable; a pause for
+ * backpressure is never undone by a turn's end. With a real socket fed megabytes, timers run
+ * between long reads.
+ */
+import { describe, expect, it } from "bun:test";
+import { LONG_READ_MS, ReadTurns } from "../../src/server/read_turns.ts";
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+function recorded() {
+  const calls: string[] = [];
+  return { calls, socket: { pause: () => calls.push("pause"), resume: () => calls.push("resume") } };
+}
+
+const busy = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // a read that takes `ms`
+  }
+};
+
+describe("ReadTurns", () => {
+  it("a short read reads on; a long one pauses until the next turn of the event loop", async () => {
+    const { calls, socket } = recorded();
+    const reads = new ReadTurns(socket);
+    reads.after(performance.now());
+    expect(calls).toEqual([]);
+    const startedAt = performance.now();
+    busy(LONG_READ_MS + 1);
+    reads.after(startedAt);
+    reads.after(startedAt); // a second long read in the same turn pauses once
+    expect(calls).toEqual(["pause"]);
+    await turn();
+    expect(calls).toEqual(["pause", "resume"]);
+  });
+
+  it("a pause for backpressure stays through a turn's end, and its resume waits for the turn", async () => {
+    const { calls, socket } = recorded();
+    const reads = new ReadTurns(socket);
+    reads.pause();
+    const startedAt = performance.now();
+    busy(LONG_READ_MS + 1);
+    reads.after(startedAt);
+    await turn();
+    expect(calls).toEqual(["pause"]); // still held by its owner
+    reads.resume();
+    expect(calls).toEqual(["pause", "resume"]);
+
+    // The owner resumes while a turn is pending: reading goes on when the turn ends, not before.
+    const again = performance.now();
+    busy(LONG_READ_MS + 1);
+    reads.after(again);
+    reads.resume();
+    expect(calls).toEqual(["pause", "resume", "pause"]);
+    await turn();
+    expect(calls).toEqual(["pause", "resume", "pause", "resume"]);
+  });
+
+  it("a socket fed megabytes, each read taking 60 ms: timers run between its reads", async () => {
+    let reads: ReadTurns | null = null;
+    let readCount = 0;
+    let ticks = 0;
+    let ticksWhileReading = 0;
+    const server = Bun.listen<undefined>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(socket) {
+          reads = new ReadTurns(socket);
+        },
+        data() {
+          const startedAt = performance.now();
+          readCount++;
+          if (ticks > 0) ticksWhileReading++;
+          ticks = 0;
+          busy(60);
+          reads!.after(startedAt);
+        },
+      },
+    });
+    const timer = setInterval(() => ticks++, 5);
+    const bytes = new Uint8Array(4 * 1024 * 1024);
+    let sent = 0;
+    const pump = (socket: { write(b: Uint8Array): number }) => {
+      while (sent < bytes.length) {
+        const n = socket.write(bytes.subarray(sent));
+        if (n <= 0) return;
+        sent += n;
+      }
+    };
+    const client = await Bun.connect({ hostname: "127.0.0.1", port: server.port, socket: { data() {}, drain: pump } });
+    try {
+      pump(client);
+      const deadline = Date.now() + 20_000;
+      while (readCount < 6 && Date.now() < deadline) await Bun.sleep(20);
+      expect(readCount).toBeGreaterThanOrEqual(6);
+      // Without the turns, no timer runs between the reads of a socket that stays readable.
+      expect(ticksWhileReading).toBeGreaterThanOrEqual(readCount - 2);
+    } finally {
+      clearInterval(timer);
+      client.end();
+      server.stop(true);
+    }
+  });
+});
