@@ -8,7 +8,7 @@
  * etcd comes from Debian's `etcd-server` package; when it is missing the helper throws (the test
  * fails, it is not skipped). `.ci/run` installs it.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, waitFor } from "./broker.ts";
@@ -62,6 +62,29 @@ export function etcdBinary(): string {
     throw new Error("Cannot start etcd: no etcd binary on PATH: install Debian's etcd-server (apt-get install -y etcd-server), as .ci/run does");
   }
   return found;
+}
+
+/**
+ * Returns once every thread of `pid` is stopped (SIGSTOP): a thread in a system call that cannot
+ * be interrupted (an fsync on a loaded disk) finishes it first, and may answer a request
+ * meanwhile. A CI run saw a paused node still record a write.
+ */
+function untilStopped(pid: number, name: string): void {
+  const stopped = () => {
+    try {
+      return readdirSync(`/proc/${pid}/task`).every((task) => {
+        const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+        return /^[tT]$/.test(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+      });
+    } catch {
+      return true; // no /proc (not Linux), or the process is gone
+    }
+  };
+  const deadline = Date.now() + 5_000;
+  while (!stopped()) {
+    if (Date.now() > deadline) throw new Error(`Cannot pause ${name}: a thread of process ${pid} is still running 5 s after SIGSTOP`);
+    Bun.sleepSync(1);
+  }
 }
 
 /** One etcd node on loopback. */
@@ -126,6 +149,7 @@ export async function startEtcdCluster(size: number): Promise<EtcdCluster> {
       pause() {
         if (node.gone) throw new Error(`Cannot pause ${node.name}: it is not running`);
         process.kill(proc.pid, "SIGSTOP");
+        untilStopped(proc.pid, node.name);
         node.paused = true;
       },
       resume() {

@@ -5,6 +5,7 @@
  * between long reads.
  */
 import { describe, expect, it } from "bun:test";
+import { connect } from "node:net";
 import { LONG_READ_MS, ReadTurns } from "../../src/server/read_turns.ts";
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
@@ -56,6 +57,53 @@ describe("ReadTurns", () => {
     expect(calls).toEqual(["pause", "resume", "pause"]);
     await turn();
     expect(calls).toEqual(["pause", "resume", "pause", "resume"]);
+  });
+
+  it("a node:net socket (a slave's link to its master) fed megabytes, each read taking 60 ms: timers run between its reads", async () => {
+    const bytes = new Uint8Array(4 * 1024 * 1024);
+    const pump = (socket: { data: { sent: number }; write(b: Uint8Array): number }) => {
+      while (socket.data.sent < bytes.length) {
+        const n = socket.write(bytes.subarray(socket.data.sent));
+        if (n <= 0) return;
+        socket.data.sent += n;
+      }
+    };
+    const server = Bun.listen<{ sent: number }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(socket) {
+          socket.data = { sent: 0 };
+          pump(socket);
+        },
+        drain: pump,
+        data() {},
+      },
+    });
+    let readCount = 0;
+    let ticks = 0;
+    let ticksWhileReading = 0;
+    const timer = setInterval(() => ticks++, 5);
+    const socket = connect({ host: "127.0.0.1", port: server.port });
+    const reads = new ReadTurns(socket);
+    socket.on("data", () => {
+      const startedAt = performance.now();
+      readCount++;
+      if (ticks > 0) ticksWhileReading++;
+      ticks = 0;
+      busy(60);
+      reads.after(startedAt);
+    });
+    try {
+      const deadline = Date.now() + 20_000;
+      while (readCount < 6 && Date.now() < deadline) await Bun.sleep(20);
+      expect(readCount).toBeGreaterThanOrEqual(6);
+      expect(ticksWhileReading).toBeGreaterThanOrEqual(readCount - 2);
+    } finally {
+      clearInterval(timer);
+      socket.destroy();
+      server.stop(true);
+    }
   });
 
   it("a socket fed megabytes, each read taking 60 ms: timers run between its reads", async () => {

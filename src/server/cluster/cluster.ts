@@ -21,7 +21,8 @@ import { Mirror } from "./mirror.ts";
 import { LogPositions } from "./log_positions.ts";
 import { Replication, type ReplicaStatus } from "./replication.ts";
 import type { ReplicaLink, Snapshot } from "./replica.ts";
-import { Upstream, type UpstreamStatus } from "./upstream.ts";
+import { Upstream } from "./upstream.ts";
+import type { UpstreamStatus } from "./upstream_target.ts";
 import type { Election } from "./election.ts";
 
 /** What the cluster module needs of the broker. */

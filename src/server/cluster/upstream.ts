@@ -33,64 +33,11 @@ import {
 } from "../../protocol/mod.ts";
 import { answerChallenge, loadOrCreateKeys } from "../../protocol/keys.ts";
 import { PROTOCOL_VERSION } from "../../version.ts";
-import type { AppendOp, PeerPosition } from "../../protocol/peer_ops.ts";
+import type { AppendOp } from "../../protocol/peer_ops.ts";
 import { readAppend } from "../../protocol/hot_ops.ts";
 import { PendingRemovals } from "./pending_removals.ts";
-
-export type UpstreamState = "idle" | "searching" | "catching-up" | "in-sync" | "out-of-sync";
-
-/** What the slave's broker does with the stream. */
-export interface UpstreamTarget {
-  readonly serviceId: string;
-  readonly peers: readonly string[];
-  readonly keysDirectory: string;
-  readonly keysName: string;
-  readonly maxFrameSize: number;
-  /** The highest epoch this broker knows of. */
-  epoch(): number;
-  /** A master with this epoch was seen. */
-  sawEpoch(epoch: number, master: string): void;
-  /** Stores a replicated message; a promise when its commit is pending. `generation` marks snapshot entries. */
-  append(op: AppendOp, generation: number): void | Promise<void>;
-  remove(ids: string[]): void;
-  /** The master requeued these messages: `messageId, deliveries, msLeft` triples (REQUEUED). */
-  requeued(triples: (string | number)[]): void;
-  /**
-   * The snapshot of `generation` is complete; messages that arrived before `before` and were not
-   * in it go. The log now stands at `index`, with the master's `history`.
-   */
-  synced(generation: number, before: number, index: number, history: [number, number][] | undefined): void;
-  /** Where this broker's log stands, sent with SYNC (undefined: it holds no position). */
-  position(): PeerPosition | undefined;
-  /** The master resumes this slave from `from`: what it holds after it goes, and `history` is the log's. */
-  resumed(from: number, history: [number, number][]): void;
-  /** A live entry of the log arrived (its CBOR, as the master wrote it, without the length prefix). */
-  retain(index: number, body: Uint8Array): void;
-  /** Everything up to `index` is stored (acknowledged to the master). */
-  stored(index: number): void;
-  /** The arrival seq the next accepted message will get. */
-  nextSeq(): number;
-  log(level: "info" | "warn" | "error", message: string): void;
-}
-
-export interface UpstreamStatus {
-  state: UpstreamState;
-  master: string | null;
-  epoch: number | null;
-  /** Snapshot messages received so far in the current catch-up, and how many it holds (once known). */
-  snapshotReceived: number;
-  snapshotTotal: number | null;
-  /** The master's log index this slave last acknowledged. */
-  ackedIndex: number;
-  /** How this link caught up: from this slave's position, or from a snapshot (null: not yet told). */
-  catchUp: "position" | "snapshot" | null;
-  /** The master's confirmed index last received, and the removals waiting for it. */
-  confirmedIndex: number;
-  removalsWaiting: number;
-  /** Replicated entries received and not yet stored. */
-  pending: number;
-  since: number;
-}
+import { ReadTurns } from "../read_turns.ts";
+import type { UpstreamState, UpstreamStatus, UpstreamTarget } from "./upstream_target.ts";
 
 /** Between two peers of one round; a round that found no master backs off up to RETRY_MAX_MS. */
 const RETRY_MIN_MS = 50;
@@ -268,7 +215,7 @@ export class Upstream {
       phase = "done";
       this.#schedule();
     });
-    socket.on("data", (chunk: Uint8Array) => {
+    const receive = (chunk: Uint8Array) => {
       const commits = new ChunkCommits((entries) => (this.#pendingEntries -= entries));
       let last = -1;
       try {
@@ -328,6 +275,13 @@ export class Upstream {
         return;
       }
       if (last >= 0) this.#acknowledge(last, commits, write, fail);
+    };
+    // A catch-up of megabytes must not hold this slave's timers (its etcd lease, its tick) either.
+    const reads = new ReadTurns(socket);
+    socket.on("data", (chunk: Uint8Array) => {
+      const startedAt = performance.now();
+      receive(chunk);
+      reads.after(startedAt);
     });
   }
 
