@@ -22,6 +22,44 @@ const busy = (ms: number) => {
   }
 };
 
+/** Writes 4 MiB to a socket, as fast as it takes them (call again on drain). */
+function feeder() {
+  const bytes = new Uint8Array(4 * 1024 * 1024);
+  return (socket: { data: { sent: number }; write(b: Uint8Array): number }) => {
+    while (socket.data.sent < bytes.length) {
+      const n = socket.write(bytes.subarray(socket.data.sent));
+      if (n <= 0) return;
+      socket.data.sent += n;
+    }
+  };
+}
+
+/** Reads that each take 60 ms, and how many of them a 5 ms timer ran before. */
+function longReads() {
+  let count = 0;
+  let ticks = 0;
+  let afterTicks = 0;
+  const timer = setInterval(() => ticks++, 5);
+  return {
+    read(reads: ReadTurns): void {
+      const startedAt = performance.now();
+      count++;
+      if (ticks > 0) afterTicks++;
+      ticks = 0;
+      busy(60);
+      reads.after(startedAt);
+    },
+    /** Without the turns, no timer runs between the reads of a socket that stays readable. */
+    async expectTimersBetween(): Promise<void> {
+      const deadline = Date.now() + 20_000;
+      while (count < 6 && Date.now() < deadline) await Bun.sleep(20);
+      expect(count).toBeGreaterThanOrEqual(6);
+      expect(afterTicks).toBeGreaterThanOrEqual(count - 2);
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
 describe("ReadTurns", () => {
   it("a short read reads on; a long one pauses until the next turn of the event loop", async () => {
     const { calls, socket } = recorded();
@@ -59,58 +97,9 @@ describe("ReadTurns", () => {
     expect(calls).toEqual(["pause", "resume", "pause", "resume"]);
   });
 
-  it("a node:net socket (a slave's link to its master) fed megabytes, each read taking 60 ms: timers run between its reads", async () => {
-    const bytes = new Uint8Array(4 * 1024 * 1024);
-    const pump = (socket: { data: { sent: number }; write(b: Uint8Array): number }) => {
-      while (socket.data.sent < bytes.length) {
-        const n = socket.write(bytes.subarray(socket.data.sent));
-        if (n <= 0) return;
-        socket.data.sent += n;
-      }
-    };
-    const server = Bun.listen<{ sent: number }>({
-      hostname: "127.0.0.1",
-      port: 0,
-      socket: {
-        open(socket) {
-          socket.data = { sent: 0 };
-          pump(socket);
-        },
-        drain: pump,
-        data() {},
-      },
-    });
-    let readCount = 0;
-    let ticks = 0;
-    let ticksWhileReading = 0;
-    const timer = setInterval(() => ticks++, 5);
-    const socket = connect({ host: "127.0.0.1", port: server.port });
-    const reads = new ReadTurns(socket);
-    socket.on("data", () => {
-      const startedAt = performance.now();
-      readCount++;
-      if (ticks > 0) ticksWhileReading++;
-      ticks = 0;
-      busy(60);
-      reads.after(startedAt);
-    });
-    try {
-      const deadline = Date.now() + 20_000;
-      while (readCount < 6 && Date.now() < deadline) await Bun.sleep(20);
-      expect(readCount).toBeGreaterThanOrEqual(6);
-      expect(ticksWhileReading).toBeGreaterThanOrEqual(readCount - 2);
-    } finally {
-      clearInterval(timer);
-      socket.destroy();
-      server.stop(true);
-    }
-  });
-
-  it("a socket fed megabytes, each read taking 60 ms: timers run between its reads", async () => {
+  it("a Bun socket (a client's or a peer's connection to the broker) fed megabytes: timers run between its long reads", async () => {
+    const watch = longReads();
     let reads: ReadTurns | null = null;
-    let readCount = 0;
-    let ticks = 0;
-    let ticksWhileReading = 0;
     const server = Bun.listen<undefined>({
       hostname: "127.0.0.1",
       port: 0,
@@ -118,37 +107,45 @@ describe("ReadTurns", () => {
         open(socket) {
           reads = new ReadTurns(socket);
         },
-        data() {
-          const startedAt = performance.now();
-          readCount++;
-          if (ticks > 0) ticksWhileReading++;
-          ticks = 0;
-          busy(60);
-          reads!.after(startedAt);
-        },
+        data: () => watch.read(reads!),
       },
     });
-    const timer = setInterval(() => ticks++, 5);
-    const bytes = new Uint8Array(4 * 1024 * 1024);
-    let sent = 0;
-    const pump = (socket: { write(b: Uint8Array): number }) => {
-      while (sent < bytes.length) {
-        const n = socket.write(bytes.subarray(sent));
-        if (n <= 0) return;
-        sent += n;
-      }
-    };
-    const client = await Bun.connect({ hostname: "127.0.0.1", port: server.port, socket: { data() {}, drain: pump } });
+    const feed = feeder();
+    const client = await Bun.connect<{ sent: number }>({ hostname: "127.0.0.1", port: server.port, socket: { data() {}, drain: feed } });
     try {
-      pump(client);
-      const deadline = Date.now() + 20_000;
-      while (readCount < 6 && Date.now() < deadline) await Bun.sleep(20);
-      expect(readCount).toBeGreaterThanOrEqual(6);
-      // Without the turns, no timer runs between the reads of a socket that stays readable.
-      expect(ticksWhileReading).toBeGreaterThanOrEqual(readCount - 2);
+      client.data = { sent: 0 };
+      feed(client);
+      await watch.expectTimersBetween();
     } finally {
-      clearInterval(timer);
+      watch.stop();
       client.end();
+      server.stop(true);
+    }
+  });
+
+  it("a node:net socket (a slave's link to its master) fed megabytes: timers run between its long reads", async () => {
+    const watch = longReads();
+    const feed = feeder();
+    const server = Bun.listen<{ sent: number }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(socket) {
+          socket.data = { sent: 0 };
+          feed(socket);
+        },
+        drain: feed,
+        data() {},
+      },
+    });
+    const socket = connect({ host: "127.0.0.1", port: server.port });
+    const reads = new ReadTurns(socket);
+    socket.on("data", () => watch.read(reads));
+    try {
+      await watch.expectTimersBetween();
+    } finally {
+      watch.stop();
+      socket.destroy();
       server.stop(true);
     }
   });
