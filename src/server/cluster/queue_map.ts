@@ -292,6 +292,9 @@ export class QueueMap {
     this.#lease = lease;
     lease.on("lost", (error: Error) => {
       if (this.#stopped || this.#lease !== lease) return;
+      // etcd3 may say a lease is lost more than once: one new lease, not one per time (the others
+      // would be kept alive for nothing).
+      this.#lease = null;
       this.#retry("keep the member key", error, () => this.#register());
     });
     const key = `${GROUPS}${this.#options.group}/members/${this.#options.serviceId}`;

@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "bun:test";
 import { waitFor } from "../../helpers/broker.ts";
 import { testPrefix } from "../../helpers/election.ts";
 import { type EtcdCluster, startEtcd } from "../../helpers/etcd.ts";
+import { Etcd3 } from "etcd3";
 import { QueueMap } from "../../../src/server/cluster/queue_map.ts";
 
 let etcd: EtcdCluster;
@@ -106,4 +107,24 @@ describe("QueueMap (real etcd)", () => {
     // Placing it again changes nothing: the first placement stands.
     expect(await late.map.place("early/v1", "g2")).toEqual(placed);
   });
+
+  it("a broker whose event loop stalled past its lease's TTL registers again with one lease, not one per loss etcd3 reports", async () => {
+    const prefix = testPrefix();
+    const etcdClient = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      const leases = async () => (await etcdClient.leaseClient.leaseLeases()).leases.length;
+      const before = await leases();
+      const a = start("a1", "g1", prefix);
+      await a.map.ready;
+      await waitFor(() => a.map.groups().g1?.length === 1, 5000, "a1 is registered");
+      expect(await leases()).toBe(before + 1);
+      Bun.sleepSync(5_000); // past 2 × TTL: etcd3 reports the lease lost, from its timer and from its stream
+      await waitFor(async () => (await leases()) === before + 1 && a.map.groups().g1?.length === 1, 10_000, "a1 is registered again");
+      // Give a second registration time to show up: it would keep a lease of its own alive.
+      await Bun.sleep(2_000);
+      expect(await leases()).toBe(before + 1);
+    } finally {
+      etcdClient.close();
+    }
+  }, 30_000);
 });
