@@ -134,7 +134,7 @@ it("kill -9 of the target group's master during the snapshot, leaving its group 
   expect(elected.child!.output().match(/taking it in from group/g) ?? []).toEqual([]);
   const refusals = source.broker.child!.output().match(/the target refused: NOT_ENOUGH_REPLICAS[^\n]*; linking again/g) ?? [];
   expect(refusals.length).toBeGreaterThanOrEqual(1);
-  expect(refusals.length).toBeLessThanOrEqual(3);
+  expect(refusals.length).toBeLessThanOrEqual(10);
   expect(await d.owner(QUEUE)).toBe("g1");
   await confirmedAgain(confirmed, "sends go on on g1");
   await finish(d, sending, confirmed);
