@@ -144,6 +144,7 @@ export class Intake {
     const joined = this.#joined;
     if (joined !== null && joined.stored === stored && joined.replicated === replicated) return joined.both;
     const both = stored.then(() => replicated);
+    both.catch(() => undefined); // awaited by its senders, which may all be gone (shared_settlement.ts)
     this.#joined = { stored, replicated, both };
     return both;
   }

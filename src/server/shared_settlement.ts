@@ -50,5 +50,8 @@ export class SharedSettlement<T> {
         if (this.rethrow) throw error;
       },
     );
+    // Those who await the outcome get its rejection; the senders of a group may all be gone
+    // (closed connections, a refused move), and a rejection nobody awaits must not end the broker.
+    if (this.rethrow) this.#outcome.catch(() => undefined);
   }
 }

@@ -73,4 +73,22 @@ describe("SharedSettlement", () => {
     expect(await rejecting.then(() => null, (reason) => reason)).toBe(error);
     expect(loud.rejected).toEqual([[["z"], error]]);
   });
+
+  it("with rethrow, an outcome nobody awaits (its senders gone) rejects without an unhandled rejection", async () => {
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => void unhandled.push(reason);
+    process.on("unhandledRejection", record);
+    try {
+      const loud = recorder(true);
+      const commit = Promise.withResolvers<void>();
+      loud.settlement.add(commit.promise, "gone"); // its outcome dropped
+      commit.reject(new Error("disk I/O error"));
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+      expect(loud.rejected).toHaveLength(1);
+    } finally {
+      process.off("unhandledRejection", record);
+    }
+  });
 });
