@@ -17,6 +17,7 @@ import type { Pager } from "./queue/pager.ts";
 import type { Queue } from "./queue/queue.ts";
 import type { BrokerCounters } from "./stats/stats.ts";
 import { canPage, type DurableMode, type Store, type StoredMessage } from "./store/store.ts";
+import { mayOutliveItsWaiters } from "./internal/promises.ts";
 
 export interface IntakeHost {
   readonly store: Store | null;
@@ -143,8 +144,7 @@ export class Intake {
     if (stored === undefined) return replicated;
     const joined = this.#joined;
     if (joined !== null && joined.stored === stored && joined.replicated === replicated) return joined.both;
-    const both = stored.then(() => replicated);
-    both.catch(() => undefined); // awaited by its senders, which may all be gone (shared_settlement.ts)
+    const both = mayOutliveItsWaiters(stored.then(() => replicated));
     this.#joined = { stored, replicated, both };
     return both;
   }

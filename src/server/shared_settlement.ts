@@ -1,3 +1,5 @@
+import { mayOutliveItsWaiters } from "./internal/promises.ts";
+
 /**
  * Many items waiting on one promise (the sends of one group commit, of one burst to the
  * replicas) settled by one reaction per promise instead of one `then` per item: a promise and its
@@ -50,8 +52,6 @@ export class SharedSettlement<T> {
         if (this.rethrow) throw error;
       },
     );
-    // Those who await the outcome get its rejection; the senders of a group may all be gone
-    // (closed connections, a refused move), and a rejection nobody awaits must not end the broker.
-    if (this.rethrow) this.#outcome.catch(() => undefined);
+    if (this.rethrow) mayOutliveItsWaiters(this.#outcome);
   }
 }

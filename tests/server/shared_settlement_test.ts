@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "bun:test";
 import { SharedSettlement } from "../../src/server/shared_settlement.ts";
+import { unhandledRejectionsOf } from "../helpers/unhandled.ts";
 
 function recorder(rethrow = false) {
   const fulfilled: string[][] = [];
@@ -75,20 +76,13 @@ describe("SharedSettlement", () => {
   });
 
   it("with rethrow, an outcome nobody awaits (its senders gone) rejects without an unhandled rejection", async () => {
-    const unhandled: unknown[] = [];
-    const record = (reason: unknown) => void unhandled.push(reason);
-    process.on("unhandledRejection", record);
-    try {
-      const loud = recorder(true);
+    const loud = recorder(true);
+    const unhandled = await unhandledRejectionsOf(() => {
       const commit = Promise.withResolvers<void>();
       loud.settlement.add(commit.promise, "gone"); // its outcome dropped
       commit.reject(new Error("disk I/O error"));
-      await new Promise((resolve) => setImmediate(resolve));
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(unhandled).toEqual([]);
-      expect(loud.rejected).toHaveLength(1);
-    } finally {
-      process.off("unhandledRejection", record);
-    }
+    });
+    expect(unhandled).toEqual([]);
+    expect(loud.rejected).toHaveLength(1);
   });
 });

@@ -5,6 +5,7 @@
  */
 import type { KittenError } from "../../protocol/errors.ts";
 import { Deque } from "../internal/deque.ts";
+import { mayOutliveItsWaiters } from "../internal/promises.ts";
 
 interface Waiter {
   index: number;
@@ -30,10 +31,7 @@ export class ConfirmWaiters {
       return open.promise;
     }
     const { promise, resolve, reject } = Promise.withResolvers<void>();
-    // Its senders may be gone when it fails (a closed connection, a refused move): a rejection
-    // nobody awaits must not end the broker. Those still waiting get it as before.
-    promise.catch(() => undefined);
-    const waiter = { index, promise, resolve, reject };
+    const waiter = { index, promise: mayOutliveItsWaiters(promise), resolve, reject };
     this.#waiters.push(waiter);
     this.#open = waiter;
     return promise;

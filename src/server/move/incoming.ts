@@ -12,6 +12,7 @@
 import { checkAppend, checkMoveBegin, checkRemove, KittenError, moveDelayOf, OP } from "../../protocol/mod.ts";
 import type { Mirror } from "../cluster/mirror.ts";
 import { TrafficBaseline, type TrafficMeter } from "./traffic.ts";
+import { mayOutliveItsWaiters } from "../internal/promises.ts";
 
 export interface IncomingHost {
   /**
@@ -118,8 +119,7 @@ export class IncomingMove {
    */
   #acknowledge(seq: number, stored: void | Promise<void>): void {
     if (this.#failed) {
-      // Refused already: nothing waits for this commit, and its failure must not end the broker.
-      stored?.catch(() => undefined);
+      if (stored) mayOutliveItsWaiters(stored); // refused already: nothing waits for this commit
       return;
     }
     if (stored === undefined && this.#pending === 0 && this.#turn === null) return this.#ack(seq);

@@ -61,7 +61,7 @@ export class TargetLink {
     // the CPU its group needs to get its slaves back in sync.
     if (refused === null) return this.#try();
     this.failure = refused; // the move logged it
-    this.#failed(refused);
+    this.#tryLater();
   }
 
   /** Bytes written and not yet taken by the socket. */
@@ -139,6 +139,12 @@ export class TargetLink {
     if (this.#closed) return;
     if (reason !== this.failure) this.host.log("warn", `move of "${this.record.queue}" to group "${this.record.to}": ${reason}; linking again`);
     this.failure = reason;
+    this.#tryLater();
+  }
+
+  /** Closes the link tried last, and links again after LINK_RETRY_MS. */
+  #tryLater(): void {
+    if (this.#closed) return;
     const link = this.#link;
     this.#link = null;
     link?.close();

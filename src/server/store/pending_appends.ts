@@ -4,6 +4,7 @@
  * the promise their senders wait on, one per batch.
  */
 import type { DurableMode, StoredMessage } from "./store.ts";
+import { mayOutliveItsWaiters } from "../internal/promises.ts";
 
 export class PendingAppends {
   /** By position, in arrival order. Replaced, not cleared, by a commit: a caller may hold the old one. */
@@ -28,9 +29,7 @@ export class PendingAppends {
     if (mode === "batch") return undefined;
     if (this.#batch === null) {
       this.#batch = Promise.withResolvers<void>();
-      // A failed commit rejects it; senders that went meanwhile leave nobody to await it, and
-      // that must not end the broker.
-      this.#batch.promise.catch(() => undefined);
+      mayOutliveItsWaiters(this.#batch.promise); // a failed commit rejects it
     }
     return this.#batch.promise;
   }

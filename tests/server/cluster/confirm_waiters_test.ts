@@ -5,6 +5,7 @@
 import { describe, expect, it } from "bun:test";
 import { KittenError } from "../../../src/protocol/errors.ts";
 import { ConfirmWaiters } from "../../../src/server/cluster/confirm_waiters.ts";
+import { unhandledRejectionsOf } from "../../helpers/unhandled.ts";
 
 function settledFlags(promises: Promise<void>[]): { done: boolean[] } {
   const state = { done: promises.map(() => false) };
@@ -72,18 +73,11 @@ describe("ConfirmWaiters", () => {
   });
 
   it("a waiter nobody awaits any more (its senders gone, a move refused) fails without an unhandled rejection", async () => {
-    const unhandled: unknown[] = [];
-    const record = (reason: unknown) => void unhandled.push(reason);
-    process.on("unhandledRejection", record);
-    try {
+    const unhandled = await unhandledRejectionsOf(() => {
       const waiters = new ConfirmWaiters();
       waiters.wait(1); // dropped by its caller
       waiters.failAll(new KittenError("NOT_ENOUGH_REPLICAS", "this broker is no longer master"));
-      await tick();
-      await tick();
-      expect(unhandled).toEqual([]);
-    } finally {
-      process.off("unhandledRejection", record);
-    }
+    });
+    expect(unhandled).toEqual([]);
   });
 });

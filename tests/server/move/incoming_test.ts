@@ -4,11 +4,12 @@
  * too without anything left to wait for them: such a failure must not reach the process as an
  * unhandled rejection (a broker ends on one).
  */
-import { afterEach, beforeEach, describe, expect, it } from "bun:test";
+import { describe, expect, it } from "bun:test";
 import { KittenError, OP } from "../../../src/protocol/mod.ts";
 import type { Mirror } from "../../../src/server/cluster/mirror.ts";
 import { IncomingMove } from "../../../src/server/move/incoming.ts";
 import { TrafficMeter } from "../../../src/server/move/traffic.ts";
+import { unhandledRejectionsOf } from "../../helpers/unhandled.ts";
 
 const QUEUE = "mv/v1";
 const tick = () => new Promise((resolve) => setImmediate(resolve));
@@ -39,16 +40,6 @@ const append = (seq: number): Parameters<IncomingMove["append"]>[0] =>
   [OP.MOVE_APPEND, seq, `m${seq}`, QUEUE, "x", new Uint8Array([1]), 0, 0, null] as unknown as Parameters<IncomingMove["append"]>[0];
 
 describe("IncomingMove", () => {
-  const unhandled: unknown[] = [];
-  const record = (reason: unknown) => void unhandled.push(reason);
-  beforeEach(() => {
-    unhandled.length = 0;
-    process.on("unhandledRejection", record);
-  });
-  afterEach(() => {
-    process.off("unhandledRejection", record);
-  });
-
   it("acknowledges what is held, refuses at the first failed commit, and leaves no rejection unhandled after it", async () => {
     const { move, commits, pushed, refused } = target();
     move.handle([OP.MOVE_BEGIN, 7, { queue: QUEUE, move: "mv-1" }]);
@@ -69,11 +60,11 @@ describe("IncomingMove", () => {
     expect(refused).toEqual([{ ref: 2, code: "NOT_ENOUGH_REPLICAS" }]);
 
     // Streamed after the refusal: not acknowledged, and its commit fails with nobody waiting.
-    move.append(append(3));
-    await tick();
-    commits[2]!.reject(tooFew());
-    await tick();
-    await tick();
+    const unhandled = await unhandledRejectionsOf(async () => {
+      move.append(append(3));
+      await tick();
+      commits[2]!.reject(tooFew());
+    });
     expect(unhandled).toEqual([]);
     expect(pushed.filter((op) => op[0] === OP.MOVE_ACK)).toEqual([[OP.MOVE_ACK, 1, null]]);
     expect(refused).toHaveLength(1);

@@ -7,6 +7,7 @@ import { expect, it } from "bun:test";
 import { PendingAppends } from "../../../src/server/store/pending_appends.ts";
 import type { DurableMode, StoredMessage } from "../../../src/server/store/store.ts";
 import { storedMessage } from "./store_conformance.ts";
+import { unhandledRejectionsOf } from "../../helpers/unhandled.ts";
 
 function appended(pending: PendingAppends, modes: DurableMode[]): StoredMessage[] {
   return modes.map((mode, i) => {
@@ -46,17 +47,10 @@ it("an fsync append returns its batch's promise, shared until the commit takes i
 });
 
 it("a batch whose commit fails after its senders went fails without an unhandled rejection", async () => {
-  const unhandled: unknown[] = [];
-  const record = (reason: unknown) => void unhandled.push(reason);
-  process.on("unhandledRejection", record);
-  try {
+  const unhandled = await unhandledRejectionsOf(() => {
     const pending = new PendingAppends("fsync");
     pending.add(1, storedMessage(1), "fsync"); // its sender closed its connection: nobody awaits it
     pending.takeBatch()!.reject(new Error("disk I/O error"));
-    await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(unhandled).toEqual([]);
-  } finally {
-    process.off("unhandledRejection", record);
-  }
+  });
+  expect(unhandled).toEqual([]);
 });
